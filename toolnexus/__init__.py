@@ -1,0 +1,1 @@
+"""toolnexus: a YAML manifest in, a ready set of tools for an LLM agent out."""
