@@ -14,6 +14,7 @@ ToolnexusError
  │    ├── InvalidArguments
  │    ├── ApprovalDenied
  │    └── ToolTimeout
+ ├── ConfigError              a tool or server configuration value is invalid (`field`)
  ├── SourceError              a tool source (MCP server, HTTP endpoint, OpenAPI file) failed
  ├── SandboxUnavailable       a sandbox was asked for and cannot be enforced here
  └── UsageError               a programmer mistake (wrong call, closed toolkit, bad name)
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ApprovalDenied",
+    "ConfigError",
     "DuplicateToolError",
     "IncludeError",
     "InvalidArguments",
@@ -199,6 +201,19 @@ class ToolTimeout(ToolError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=True)
+
+
+class ConfigError(ToolnexusError, ValueError):
+    """A configuration value (a tool entry, a server entry, a sandbox or approval block) is bad.
+
+    Raised by the builders in `sources/`, `approval.py` and `sandbox.py`; the manifest loader
+    turns it into a `ManifestSchemaError` located at `field` (relative to the entry it checked).
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.message = message
+        self.field = field
 
 
 class SourceError(ToolnexusError):

@@ -152,7 +152,8 @@ def to_result(value: Any) -> Result:
         if parts:
             return Result(content="\n".join(texts), parts=parts)
     structured = _jsonable(value)
-    return Result(content=json.dumps(structured, ensure_ascii=False, indent=2), structured=structured)
+    text = json.dumps(structured, ensure_ascii=False, indent=2)
+    return Result(content=text, structured=structured)
 
 
 def _sniff_image(data: bytes) -> str:
@@ -222,7 +223,7 @@ class ToolContext:
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[Result]]
-"""`async (arguments, ctx) -> Result`: what a `Tool` runs once its call is validated and approved."""
+"""`async (arguments, ctx) -> Result`: what a `Tool` runs once its call is validated and allowed."""
 
 
 def empty_parameters() -> dict[str, Any]:
