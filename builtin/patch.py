@@ -1,0 +1,637 @@
+"""`apply_patch`: the Codex patch format, applied atomically.
+
+The format, the lenient parser and the four matching passes follow OpenAI Codex's
+`apply-patch` crate (its reference scenarios run in our tests), with three deliberate
+differences, each because a model's tree should never be left half-changed or silently altered:
+
+- **Atomic.** Every hunk is parsed, located and checked against an in-memory view of the tree
+  before anything is written; then every new file is written to a synced temp file, and only then
+  renamed into place. A failure anywhere leaves the tree untouched (upstream keeps the hunks
+  applied before the failure: its scenario 015).
+- A file that ends with blank lines keeps them (upstream drops one when it re-adds the final
+  newline); CRLF files stay CRLF on every system (upstream converts back only on Windows).
+- Errors name the hunk, the file and the first line of the chunk that did not match, with the
+  file's line there, so the model can fix the patch instead of re-reading the whole file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+# --- toolnexus API (see files.py: switch to `from toolnexus import ...` once exported).
+from toolnexus.errors import ToolError
+from toolnexus.tool import Result, Tool, ToolContext
+
+# --- end of toolnexus API imports.
+from .files import (
+    _confine,
+    _decode,
+    _display,
+    _encode,
+    _forget_stamp,
+    _fsync_dir,
+    _in_thread,
+    _looks_binary,
+    _parse_options,
+    _record_stamp,
+    _uses_crlf,
+    _write_temp,
+)
+
+__all__ = ["patch_tools"]
+
+_BEGIN = "*** Begin Patch"
+_END = "*** End Patch"
+_ADD = "*** Add File: "
+_DELETE = "*** Delete File: "
+_UPDATE = "*** Update File: "
+_MOVE = "*** Move to: "
+_EOF = "*** End of File"
+_HEREDOC_START = re.compile(r"""^(?:apply_patch\s+)?<<\s*(['"]?)EOF\1$""")
+
+_PUNCTUATION = str.maketrans(
+    {
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+        **dict.fromkeys("\u2018\u2019\u201a\u201b", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f", '"'),
+        **dict.fromkeys(
+            "\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000", " "
+        ),
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PatchOptions:
+    """Options of `apply_patch`."""
+
+    max_file_bytes: int = 16 * 1024 * 1024
+    """Largest file an Update hunk will load."""
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Chunk:
+    context: str | None
+    """The `@@ text` line that narrows where the chunk applies, if any."""
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    at_eof: bool
+    line: int
+    """Line of the patch where the chunk starts, for messages."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Hunk:
+    kind: Literal["add", "delete", "update"]
+    path: str
+    line: int
+    """Line of the patch holding the hunk's header."""
+    contents: str = ""
+    """The new file's text (Add)."""
+    move_to: str | None = None
+    chunks: tuple[_Chunk, ...] = ()
+
+    def describe(self, number: int) -> str:
+        verb = {"add": "Add File", "delete": "Delete File", "update": "Update File"}[self.kind]
+        return f"hunk {number} ({verb}: {self.path}, patch line {self.line})"
+
+
+class _ParseError(ToolError):
+    """The patch text is not in the apply_patch format."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        where = f"line {line} of the patch: " if line is not None else ""
+        super().__init__(f"invalid patch: {where}{message}. Nothing was changed.")
+
+
+def _parse(text: str) -> list[_Hunk]:
+    lines = [line.removesuffix("\r") for line in text.strip().split("\n")]
+    first_line = 1
+    if not _is_bounded(lines):
+        if (
+            len(lines) >= 4
+            and _HEREDOC_START.match(lines[0].strip())
+            and lines[-1].strip().endswith("EOF")
+        ):
+            lines = lines[1:-1]
+            first_line = 2
+        if not _is_bounded(lines):
+            if not lines or lines[0].strip() != _BEGIN:
+                raise _ParseError(
+                    f"the first line must be '{_BEGIN}' (and the last '{_END}')", first_line
+                )
+            raise _ParseError(f"the last line must be '{_END}'", first_line + len(lines) - 1)
+    body = lines[1:-1]
+    hunks: list[_Hunk] = []
+    index = 0
+    while index < len(body):
+        hunk, used = _parse_hunk(body, index, first_line + 1)
+        hunks.append(hunk)
+        index += used
+    return hunks
+
+
+def _is_bounded(lines: Sequence[str]) -> bool:
+    return len(lines) >= 2 and lines[0].strip() == _BEGIN and lines[-1].strip() == _END
+
+
+def _parse_hunk(body: list[str], start: int, offset: int) -> tuple[_Hunk, int]:
+    """One hunk from `body[start:]`; `offset` turns body indices into patch line numbers."""
+    header = body[start].strip()
+    line_no = start + offset
+    if header.startswith(_ADD):
+        contents: list[str] = []
+        i = start + 1
+        while i < len(body) and body[i].startswith("+"):
+            contents.append(body[i][1:] + "\n")
+            i += 1
+        path = header.removeprefix(_ADD).strip()
+        return _Hunk(kind="add", path=path, line=line_no, contents="".join(contents)), i - start
+    if header.startswith(_DELETE):
+        return _Hunk(kind="delete", path=header.removeprefix(_DELETE).strip(), line=line_no), 1
+    if header.startswith(_UPDATE):
+        path = header.removeprefix(_UPDATE).strip()
+        i = start + 1
+        move_to = None
+        if i < len(body) and body[i].strip().startswith(_MOVE):
+            move_to = body[i].strip().removeprefix(_MOVE).strip()
+            i += 1
+        chunks: list[_Chunk] = []
+        while i < len(body):
+            if not body[i].strip():
+                i += 1
+                continue
+            if body[i].startswith("*"):
+                break
+            chunk, used = _parse_chunk(body, i, offset, first=not chunks)
+            chunks.append(chunk)
+            i += used
+        if not chunks:
+            raise _ParseError(f"the Update File hunk for {path!r} is empty", line_no)
+        return (
+            _Hunk(kind="update", path=path, line=line_no, move_to=move_to, chunks=tuple(chunks)),
+            i - start,
+        )
+    raise _ParseError(
+        f"{header!r} is not a valid hunk header; expected '{_ADD}<path>', "
+        f"'{_DELETE}<path>' or '{_UPDATE}<path>'",
+        line_no,
+    )
+
+
+def _parse_chunk(body: list[str], start: int, offset: int, *, first: bool) -> tuple[_Chunk, int]:
+    line_no = start + offset
+    head = body[start]
+    context: str | None = None
+    i = start
+    if head == "@@" or head.rstrip() == "@@":
+        i += 1
+    elif head.startswith("@@ "):
+        context = head[3:]
+        i += 1
+    elif not first:
+        raise _ParseError(f"expected a '@@' line to start the next change, got {head!r}", line_no)
+    old: list[str] = []
+    new: list[str] = []
+    at_eof = False
+    parsed = 0
+    while i < len(body):
+        line = body[i]
+        if line.strip() == _EOF:
+            if parsed == 0:
+                break
+            at_eof = True
+            i += 1
+            break
+        if line == "":
+            old.append("")
+            new.append("")
+        elif line[0] == " ":
+            old.append(line[1:])
+            new.append(line[1:])
+        elif line[0] == "+":
+            new.append(line[1:])
+        elif line[0] == "-":
+            old.append(line[1:])
+        elif parsed == 0:
+            raise _ParseError(
+                f"unexpected line {line!r} in an Update File hunk: every line of a change "
+                f"starts with ' ' (context), '-' (removed) or '+' (added)",
+                i + offset,
+            )
+        else:
+            break
+        parsed += 1
+        i += 1
+    if parsed == 0:
+        raise _ParseError("a change ('@@' section) holds no lines", line_no)
+    return _Chunk(context=context, old=tuple(old), new=tuple(new), at_eof=at_eof, line=line_no), (
+        i - start
+    )
+
+
+# --- matching -------------------------------------------------------------------------------
+
+_PASSES: tuple[tuple[str, Any], ...] = (
+    ("exact", lambda s: s),
+    ("ignoring trailing whitespace", str.rstrip),
+    ("ignoring surrounding whitespace", str.strip),
+    ("with Unicode punctuation normalised", lambda s: s.strip().translate(_PUNCTUATION)),
+)
+
+
+def _seek(lines: Sequence[str], pattern: Sequence[str], start: int, at_eof: bool) -> int | None:
+    """Index where `pattern` occurs in `lines` from `start`, trying each pass in turn."""
+    if not pattern:
+        return start
+    if len(pattern) > len(lines):
+        return None
+    begin = len(lines) - len(pattern) if at_eof else start
+    last = len(lines) - len(pattern)
+    for _name, norm in _PASSES:
+        want = [norm(p) for p in pattern]
+        for i in range(begin, last + 1):
+            if all(norm(lines[i + j]) == want[j] for j in range(len(want))):
+                return i
+    return None
+
+
+def _loose(a: str, b: str) -> bool:
+    """The loosest pass's equality, used to explain a miss."""
+    return a.strip().translate(_PUNCTUATION) == b.strip().translate(_PUNCTUATION)
+
+
+def _explain_miss(lines: Sequence[str], pattern: Sequence[str], start: int) -> str:
+    """Which chunk line did not match, and what the file has there, for the error message."""
+    best_len, best_at = 0, -1
+    for i in range(start, len(lines)):
+        n = 0
+        while n < len(pattern) and i + n < len(lines) and _loose(lines[i + n], pattern[n]):
+            n += 1
+        if n > best_len:
+            best_len, best_at = n, i
+    if best_len == len(pattern):
+        return (
+            f"they occur at line {best_at + 1}, but not at the end of the file as '{_EOF}' requires"
+        )
+    if best_len > 0:
+        pos = best_at + best_len
+        got = (
+            f"line {pos + 1} of the file is {lines[pos]!r}"
+            if pos < len(lines)
+            else ("the file ends there")
+        )
+        return (
+            f"the chunk's first {best_len} line(s) match at line {best_at + 1}, but its line "
+            f"{best_len + 1}, {pattern[best_len]!r}, does not: {got}"
+        )
+    earlier = next((i for i in range(start) if _loose(lines[i], pattern[0])), None)
+    if earlier is not None:
+        return (
+            f"its first line {pattern[0]!r} occurs only at line {earlier + 1}, before where "
+            f"this chunk may start (line {start + 1}, after the previous chunk or '@@' line); "
+            f"chunks must follow the file's order"
+        )
+    hint = ""
+    if len(lines) <= 20_000:
+        close = difflib.get_close_matches(pattern[0], list(lines), n=1, cutoff=0.6)
+        if close:
+            hint = f"; the closest line is line {lines.index(close[0]) + 1}: {close[0]!r}"
+    return f"its first line {pattern[0]!r} is not in the file{hint}"
+
+
+def _apply_chunks(text: str, chunks: Sequence[_Chunk], where: str) -> str:
+    """`text` with every chunk applied (or a ToolError naming the chunk that did not match)."""
+    crlf = _uses_crlf(text)
+    lines = (text.replace("\r\n", "\n") if crlf else text).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    replacements: list[tuple[int, int, Sequence[str]]] = []
+    index = 0
+    for number, chunk in enumerate(chunks, start=1):
+        label = f"{where}, change {number} (patch line {chunk.line})"
+        if chunk.context is not None:
+            found = _seek(lines, [chunk.context], index, at_eof=False)
+            if found is None:
+                raise ToolError(
+                    f"{label}: the '@@ {chunk.context}' line was not found after line "
+                    f"{index}; {_explain_miss(lines, [chunk.context], index)}"
+                )
+            index = found + 1
+        if not chunk.old:
+            at = len(lines) - 1 if lines and lines[-1] == "" else len(lines)
+            replacements.append((at, 0, chunk.new))
+            continue
+        old: Sequence[str] = chunk.old
+        new: Sequence[str] = chunk.new
+        found = _seek(lines, old, index, chunk.at_eof)
+        if found is None and old[-1] == "":
+            # A trailing empty line often stands for the file's final newline.
+            old = old[:-1]
+            if new and new[-1] == "":
+                new = new[:-1]
+            found = _seek(lines, old, index, chunk.at_eof)
+        if found is None:
+            eof = " at the end of the file (*** End of File)" if chunk.at_eof else ""
+            raise ToolError(
+                f"{label}: the lines to replace were not found{eof}; "
+                f"{_explain_miss(lines, chunk.old, index)}"
+            )
+        replacements.append((found, len(old), new))
+        index = found + len(old)
+    for at, length, new_lines in sorted(replacements, key=lambda r: r[0], reverse=True):
+        lines[at : at + length] = new_lines
+    eol = "\r\n" if crlf else "\n"
+    return eol.join(lines) + eol
+
+
+# --- planning and committing ----------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class _Plan:
+    """The tree as the patch leaves it, in memory: what to write and what to delete."""
+
+    final: dict[Path, bytes | None] = field(default_factory=dict)
+    """Path -> new bytes, or None to delete. Later hunks see earlier hunks' results."""
+    summary: list[str] = field(default_factory=list)
+
+    def current(self, path: Path, read_limit: int) -> bytes | None:
+        """The file's content as the earlier hunks left it (None: absent or deleted)."""
+        if path in self.final:
+            return self.final[path]
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(path)
+        if st.st_size > read_limit:
+            raise _TooLarge(st.st_size)
+        return path.read_bytes()
+
+
+class _TooLarge(Exception):
+    """Internal signal: a file is over the size limit (turned into a ToolError by the caller)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Plan:
+    plan = _Plan()
+    for number, hunk in enumerate(hunks, start=1):
+        where = hunk.describe(number)
+        path = _confine(ctx, hunk.path, write=True)
+        try:
+            current = plan.current(path, opts.max_file_bytes)
+        except IsADirectoryError:
+            raise ToolError(
+                f"{where}: {hunk.path!r} is a directory; apply_patch adds, updates and deletes "
+                f"files only. Nothing was changed."
+            ) from None
+        except _TooLarge as big:
+            raise ToolError(
+                f"{where}: {hunk.path!r} is {big.size} bytes, over the "
+                f"{opts.max_file_bytes}-byte limit; change it with the shell instead. Nothing "
+                f"was changed."
+            ) from None
+        except OSError as exc:
+            raise ToolError(
+                f"{where}: cannot read {hunk.path!r}: {exc.strerror or exc}. Nothing was changed."
+            ) from exc
+        if hunk.kind == "add":
+            plan.final[path] = _encode(hunk.contents)
+            plan.summary.append(f"A {hunk.path}")
+        elif hunk.kind == "delete":
+            if current is None:
+                raise ToolError(
+                    f"{where}: {hunk.path!r} does not exist, so it cannot be "
+                    f"deleted. Nothing was changed."
+                )
+            plan.final[path] = None
+            plan.summary.append(f"D {hunk.path}")
+        else:
+            if current is None:
+                raise ToolError(
+                    f"{where}: {hunk.path!r} does not exist; use '*** Add File:' to create a "
+                    f"file. Nothing was changed."
+                )
+            if _looks_binary(current[:8192]):
+                raise ToolError(
+                    f"{where}: {hunk.path!r} is a binary file; apply_patch changes "
+                    f"text files only. Nothing was changed."
+                )
+            try:
+                text = _apply_chunks(_decode(current), hunk.chunks, where)
+            except ToolError as exc:
+                raise ToolError(
+                    f"{exc.message}. Nothing was changed; fix this chunk (read the file around "
+                    f"that line) and send the whole patch again."
+                ) from None
+            data = _encode(text)
+            if hunk.move_to is not None:
+                dest = _confine(ctx, hunk.move_to, write=True)
+                try:
+                    plan.current(dest, opts.max_file_bytes)
+                except IsADirectoryError:
+                    raise ToolError(
+                        f"{where}: the move destination {hunk.move_to!r} is a "
+                        f"directory. Nothing was changed."
+                    ) from None
+                except _TooLarge:
+                    pass  # it is replaced, never read
+                plan.final[dest] = data
+                if dest != path:
+                    plan.final[path] = None
+                plan.summary.append(f"M {hunk.move_to}")
+            else:
+                plan.final[path] = data
+                plan.summary.append(f"M {hunk.path}")
+    return plan
+
+
+def _commit(ctx: ToolContext, plan: _Plan) -> None:
+    """Make the plan real: stage everything, then rename and delete; roll back on failure.
+
+    Staging (folders, synced temp files, backup links of every file about to be replaced or
+    deleted) is where nearly every failure happens (permissions, a full disk), and it changes
+    nothing visible. The renames that follow rarely fail; if one does, the backups put back
+    what was already changed.
+    """
+    created_dirs: list[Path] = []
+    staged: list[tuple[Path, Path]] = []
+    backups: dict[Path, Path] = {}
+    try:
+        for path, data in plan.final.items():
+            if path.exists():
+                backups[path] = _backup(path)
+            if data is not None:
+                created_dirs += _make_parents(path.parent)
+                staged.append((_write_temp(path, data), path))
+    except OSError as exc:
+        _discard([tmp for tmp, _ in staged] + list(backups.values()), created_dirs)
+        raise ToolError(
+            f"could not write {_display(ctx, Path(exc.filename or '?'))!r}: "
+            f"{exc.strerror or exc}. Nothing was changed."
+        ) from exc
+    done: list[Path] = []
+    try:
+        for tmp, path in staged:
+            os.replace(tmp, path)
+            done.append(path)
+        for path, data in plan.final.items():
+            if data is None:
+                path.unlink(missing_ok=True)
+                done.append(path)
+    except OSError as exc:
+        _discard([tmp for tmp, path in staged if path not in done], [])
+        for path in reversed(done):
+            if path in backups:
+                os.replace(backups.pop(path), path)
+            else:
+                path.unlink(missing_ok=True)
+        _discard(list(backups.values()), created_dirs)
+        raise ToolError(
+            f"could not apply the patch to {_display(ctx, Path(exc.filename or '?'))!r}: "
+            f"{exc.strerror or exc}. The files already changed were restored."
+        ) from exc
+    _discard(list(backups.values()), [])
+    for folder in {path.parent for path in plan.final}:
+        _fsync_dir(folder)
+
+
+def _backup(path: Path) -> Path:
+    """A second name for `path`'s current content, beside it, to restore it from.
+
+    A hard link costs neither time nor memory whatever the file's size; where the filesystem
+    has no hard links, a copy.
+    """
+    backup = path.with_name(f".{path.name}.{secrets.token_hex(4)}.orig")
+    try:
+        os.link(path, backup)
+    except OSError:
+        shutil.copy2(path, backup)
+    return backup
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; returns those created, outermost first."""
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for f in reversed(missing):
+        f.mkdir()
+    return list(reversed(missing))
+
+
+def _discard(files: Sequence[Path], created_dirs: Sequence[Path]) -> None:
+    """Remove staging leftovers: temp files, backups, then folders made for this patch."""
+    for file in files:
+        file.unlink(missing_ok=True)
+    for folder in reversed(created_dirs):
+        # A folder that is not empty any more is used by something else now: keep it.
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _apply_patch_sync(ctx: ToolContext, opts: _PatchOptions, patch: str) -> Result:
+    hunks = _parse(patch)
+    if not hunks:
+        raise ToolError(
+            "the patch holds no hunks, so no files were modified. Put at least one "
+            f"'{_ADD}', '{_DELETE}' or '{_UPDATE}' section between the Begin and End lines."
+        )
+    plan = _plan(ctx, opts, hunks)
+    _commit(ctx, plan)
+    for path, data in plan.final.items():
+        if data is None:
+            _forget_stamp(ctx, path)
+        else:
+            _record_stamp(ctx, path, os.stat(path))
+    return Result(
+        content="Success. Updated the following files:\n" + "\n".join(plan.summary),
+        metadata={"changes": list(plan.summary)},
+    )
+
+
+_DESCRIPTION = """\
+Apply a patch that adds, deletes, updates or moves text files. The patch format:
+
+*** Begin Patch
+*** Add File: path/new.py
++line of the new file
+*** Delete File: path/old.py
+*** Update File: path/app.py
+*** Move to: path/renamed.py      (optional)
+@@ def handler():                 (optional: a line above the change, to place it)
+ context line (space prefix)
+-removed line
++added line
+*** End of File                   (optional: the change ends at the end of the file)
+*** End Patch
+
+Paths are relative to the workspace. In an Update, give about 3 lines of unchanged context \
+above and below each change, and start each further change with '@@' (optionally '@@ <a line \
+above it>' to tell repeated code apart). Changes to one file must follow the file's order. \
+Lines are matched exactly first, then ignoring trailing and then surrounding whitespace, then \
+with typographic quotes and dashes normalised. Files always end with a newline.
+All or nothing: every hunk is checked before any file changes; on error nothing is changed and \
+the message names the hunk, the file and the first line that did not match, with what the file \
+has there: fix that part (read the file if needed) and send the whole patch again.
+Returns one line per file: A (added), M (modified or moved: the new path), D (deleted)."""
+
+
+def patch_tools(options: Mapping[str, Any]) -> list[Tool]:
+    """The `apply_patch` tool.
+
+    Args:
+        options: `max_file_bytes` (positive integer): the largest file an update will load.
+
+    Raises:
+        ConfigError: an unknown option or a value of the wrong kind.
+    """
+    opts: _PatchOptions = _parse_options(options, _PatchOptions, "apply_patch")
+
+    async def apply_patch(args: dict[str, Any], ctx: ToolContext) -> Result:
+        return await _in_thread(lambda: _apply_patch_sync(ctx, opts, args["patch"]))
+
+    return [
+        Tool(
+            name="apply_patch",
+            description=_DESCRIPTION,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "patch": {
+                        "type": "string",
+                        "description": "The whole patch, from '*** Begin Patch' to "
+                        "'*** End Patch'.",
+                    }
+                },
+                "required": ["patch"],
+                "additionalProperties": False,
+            },
+            handler=apply_patch,
+            source="builtin",
+            read_only=False,
+            destructive=True,
+            idempotent=False,
+            open_world=False,
+        )
+    ]
