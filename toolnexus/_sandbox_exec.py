@@ -26,6 +26,12 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS_LOCKED, each with its lock bit: uid 0
+# gets no capabilities back on exec, and nothing can undo that.
+_SECUREBITS = 0b111111
+_CAP_VERSION_3 = 0x20080522
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -149,6 +155,30 @@ def _apply_landlock(config: dict[str, Any]) -> None:
         os.close(ruleset)
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+def _drop_capabilities() -> None:
+    """Make root an ordinary user for the command: a root process keeps capabilities such as
+    CAP_SYS_MODULE or CAP_SYS_ADMIN that Landlock does not cover."""
+    libc = _libc()
+    cap = 0
+    while libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1
+    _check(libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
+    data = (_CapData * 2)()
+    _check(libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
+
+
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, wanted in limits.items():
         which = getattr(resource, f"RLIMIT_{name}")
@@ -166,9 +196,11 @@ def main(argv: list[str]) -> int:
     for name in config.get("unset", ()):
         os.environ.pop(name, None)
     try:
-        if "abi" in config:
-            _apply_landlock(config)
         _set_rlimits(config.get("rlimits", {}))
+        if "abi" in config:
+            if os.geteuid() == 0:
+                _drop_capabilities()
+            _apply_landlock(config)
     except (OSError, ValueError) as exc:
         print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
         return 126

@@ -697,41 +697,31 @@ def wrap_command(
     policy.check_process()
     support = detect()
     child_env = policy.environment(base_env, env)
-    unenforced: list[str] = []
+    unenforced: tuple[str, ...] = ()
     if policy.max_processes is not None and support.euid == 0:
-        unenforced.append(
-            "max_processes (RLIMIT_NPROC, which Linux does not apply to root: run the toolkit "
-            "as an ordinary user)"
+        unenforced = (
+            "max_processes (enforced with RLIMIT_NPROC, which Linux does not apply to root: run "
+            "the toolkit as an ordinary user or drop max_processes)",
         )
+    mechanism: Mechanism = "none"
     problems: dict[str, str] = {}
-    if support.bwrap.available and support.bwrap.detail:
-        if not unenforced:
-            return _bwrap(
-                argv,
-                policy=policy,
-                workspace=workspace,
-                cwd=cwd,
-                env=child_env,
-                exe=support.bwrap.detail,
-            )
-        problems["bwrap"] = unenforced[0]
+    if support.bwrap.available:
+        mechanism = "bwrap"
     else:
         problems["bwrap"] = support.bwrap.reason
-    if support.landlock.available:
         lacking = _landlock_lacks(policy, support.landlock_abi)
-        if not lacking and not unenforced:
-            return _landlock(argv, policy, workspace, child_env, support.landlock_abi)
-        problems["landlock"] = lacking or unenforced[0]
-    else:
-        problems["landlock"] = support.landlock.reason
-    if policy.required:
+        if support.landlock.available and not lacking:
+            mechanism = "landlock"
+        else:
+            problems["landlock"] = lacking or support.landlock.reason
+    if policy.required and (unenforced or mechanism == "none"):
+        why = unenforced[0] if unenforced else "; ".join(f"{k}: {v}" for k, v in problems.items())
+        fix = "" if unenforced else f"{_INSTALL_HINT}, or "
         raise SandboxUnavailable(
-            "cannot enforce the sandbox policy here: "
-            + "; ".join(f"{name}: {why}" for name, why in problems.items())
-            + f". Fix: {_INSTALL_HINT}, or set `required: false` in the sandbox block to run "
-            "unconfined (the result is then marked unconfined)."
+            f"cannot enforce the sandbox policy here: {why}. Fix: {fix}set `required: false` in "
+            "the sandbox block to run anyway (the result is then marked)."
         )
-    if unenforced and support.best == "bwrap" and support.bwrap.detail:
+    if mechanism == "bwrap" and support.bwrap.detail:
         wrapped = _bwrap(
             argv,
             policy=policy,
@@ -740,14 +730,17 @@ def wrap_command(
             env=child_env,
             exe=support.bwrap.detail,
         )
-        return replace(wrapped, unenforced=tuple(unenforced))
-    return WrappedCommand(
-        argv=tuple(argv),
-        env=child_env,
-        mechanism="none",
-        unconfined=True,
-        unenforced=("everything",),
-    )
+    elif mechanism == "landlock":
+        wrapped = _landlock(argv, policy, workspace, child_env, support.landlock_abi)
+    else:
+        return WrappedCommand(
+            argv=tuple(argv),
+            env=child_env,
+            mechanism="none",
+            unconfined=True,
+            unenforced=("everything but the environment allow-list and time/output limits",),
+        )
+    return replace(wrapped, unenforced=unenforced) if unenforced else wrapped
 
 
 def _launcher(config: Mapping[str, Any]) -> list[str]:
