@@ -1,0 +1,43 @@
+"""The manifest: YAML (or `.mcp.json`, or a mapping) in, a checked `Manifest` of plain data out.
+
+Importing this package imports nothing heavy: PyYAML loads on the first parse, and the schema
+checker is compiled on the first load (`jsonschema` is not needed at run time).
+"""
+
+from __future__ import annotations
+
+from .includes import TOOLSET_GROUP, apply_include_chain
+from .interpolate import Secret
+from .loader import SCHEMA_PATH, issue_at, load_manifest, manifest_schema
+from .model import (
+    Defaults,
+    IncludeDecl,
+    Location,
+    Manifest,
+    MiddlewareDecl,
+    OverrideDecl,
+    PermissionDecl,
+    ServerDecl,
+    ToolDecl,
+    ToolKind,
+)
+
+__all__ = [
+    "SCHEMA_PATH",
+    "TOOLSET_GROUP",
+    "Defaults",
+    "IncludeDecl",
+    "Location",
+    "Manifest",
+    "MiddlewareDecl",
+    "OverrideDecl",
+    "PermissionDecl",
+    "Secret",
+    "ServerDecl",
+    "ToolDecl",
+    "ToolKind",
+    "apply_include_chain",
+    "issue_at",
+    "load_manifest",
+    "manifest_schema",
+]

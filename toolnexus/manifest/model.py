@@ -1,0 +1,230 @@
+"""The loaded manifest: plain frozen data, no behaviour beyond locating a field.
+
+Everything here is what the YAML said, checked and normalised (durations in float seconds,
+sizes in int bytes, `${VAR}` interpolated, relative paths kept as written but with the folder
+they are relative to). The toolkit builder turns it into tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .yamlpos import NodePath, Positions
+
+__all__ = [
+    "Defaults",
+    "IncludeDecl",
+    "Location",
+    "Manifest",
+    "MiddlewareDecl",
+    "OverrideDecl",
+    "PermissionDecl",
+    "ServerDecl",
+    "ToolDecl",
+    "ToolKind",
+]
+
+ToolKind = Literal["python", "shell", "http", "openapi"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Location:
+    """Where something is written."""
+
+    file: str | None
+    """The manifest file as displayed (relative paths stay relative), `toolset:NAME` for a tool
+    set given as a mapping; None for a manifest given as text or a mapping."""
+    line: int | None = None
+    """1-based."""
+    column: int | None = None
+    """1-based."""
+    field: str = ""
+    """Path of the field inside its file, e.g. `tools[3].approval.rules[1]` (0-based indexes)."""
+
+    def __str__(self) -> str:
+        """`file:line:col` (as much as is known)."""
+        parts = [self.file if self.file is not None else "<manifest>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Located:
+    """Shared by declarations that builders may need to report errors inside of."""
+
+    where: Location
+    """Where the declaration starts."""
+    path: NodePath = ()
+    """The declaration's path inside its file, e.g. `("tools", 3)`."""
+    positions: Positions | None = field(default=None, repr=False, compare=False)
+    """Positions of the file it comes from (None for a mapping source)."""
+
+    def locate(self, sub_field: str | NodePath) -> Location:
+        """Where `sub_field` (relative to this declaration, e.g. `approval.rules[1]`) is
+        written; a field that is absent (a default) is located at its closest parent."""
+        from .validate import field_path
+
+        sub = _parse_field(sub_field) if isinstance(sub_field, str) else tuple(sub_field)
+        full = (*self.path, *sub)
+        name = field_path(full)
+        if self.positions is None:
+            return Location(file=self.where.file, field=name)
+        found = self.positions.of(full)
+        if found is None:
+            return Location(file=self.where.file, field=name)
+        return Location(file=self.where.file, line=found[0], column=found[1], field=name)
+
+
+def _parse_field(text: str) -> NodePath:
+    """`approval.rules[1].when` -> ("approval", "rules", 1, "when")."""
+    parts: list[str | int] = []
+    for chunk in text.replace("]", "").split("."):
+        if not chunk:
+            continue
+        name, *indexes = chunk.split("[")
+        if name:
+            parts.append(name)
+        parts += [int(i) if i.lstrip("-").isdigit() else i.strip("'\"") for i in indexes]
+    return tuple(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Defaults:
+    """`defaults:` of a manifest. None means "not set": the builder's own default applies."""
+
+    approval: Literal["allow", "ask", "deny"] | None = None
+    timeout: float | None = None
+    """Seconds."""
+    max_output: int | None = None
+    """Characters kept by shell and HTTP tools."""
+    sandbox: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MiddlewareDecl(_Located):
+    """One middleware item: a built-in by `name`, or a factory by `use` (`module:attr`)."""
+
+    name: str | None = None
+    use: str | None = None
+    options: Any = None
+    """`{retry: {attempts: 3}}` -> `{"attempts": 3}`; `{timeout: 30s}` -> `30.0`; `retry` ->
+    None; the `with:` mapping of a `use` item (or None)."""
+    base_dir: Path
+    """Folder of the declaring manifest: `use` modules resolve against it too."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermissionDecl(_Located):
+    """One manifest-wide rule, e.g. `deny read(**/.env*)`, and where it is written.
+
+    Rules from included manifests are kept as written (a prefix given to an include does not
+    rewrite them) and apply toolkit-wide: a company deny cannot be lost by including it.
+    """
+
+    decision: Literal["allow", "ask", "deny"]
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverrideDecl(_Located):
+    """`override: {glob: {approval, sandbox}}` of an include: settings meant to be stricter.
+
+    Recorded as written; the toolkit builder checks that each one only tightens.
+    """
+
+    glob: str
+    approval: Any = None
+    sandbox: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IncludeDecl(_Located):
+    """One `include:` entry as it was resolved."""
+
+    ref: str
+    """As written: `team/base.yaml`, `package:pkg/x.yaml`, `toolset:builtin`."""
+    file: Path | None
+    """The manifest file read (None for a tool set given as a mapping)."""
+    only: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    prefix: str = ""
+    overrides: tuple[OverrideDecl, ...] = ()
+    depth: int = 1
+    """1 for the top manifest's own includes, 2 for theirs, and so on."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDecl(_Located):
+    """One `tools:` entry."""
+
+    name: str | None
+    """Final name (include prefixes applied); None for openapi entries and python factories,
+    whose tools are named when built (pass each through `apply_include_chain`)."""
+    kind: ToolKind
+    spec: Mapping[str, Any]
+    """The whole normalised entry (`name` updated with include prefixes)."""
+    base_dir: Path
+    """Folder of the declaring manifest: relative paths and `python:` modules resolve here."""
+    include_chain: tuple[IncludeDecl, ...] = ()
+    """The includes this entry came through, outermost first; empty for the top manifest."""
+    defaults: Defaults = field(default_factory=Defaults)
+    """Effective defaults for this entry (see `Manifest.defaults` for the layering)."""
+    scope_middleware: tuple[MiddlewareDecl, ...] = ()
+    """Manifest-wide middleware of the included manifests it comes from, outermost first: runs
+    inside the top manifest's middleware and outside the entry's own."""
+    overrides: tuple[OverrideDecl, ...] = ()
+    """Include overrides whose glob matched this tool's name (innermost include first)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerDecl(_Located):
+    """One MCP server."""
+
+    name: str
+    spec: Mapping[str, Any]
+    """The normalised entry; `transport` is always set (stdio, http or sse)."""
+    base_dir: Path
+    """Folder of the declaring file (manifest or .mcp.json): `cwd` resolves here."""
+    include_chain: tuple[IncludeDecl, ...] = ()
+    defaults: Defaults = field(default_factory=Defaults)
+    scope_middleware: tuple[MiddlewareDecl, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """A loaded manifest and everything it includes.
+
+    Defaults layering: a tool of the top manifest uses `defaults`; a tool of an included
+    manifest uses `ToolDecl.defaults`, where the including manifest's values win and the
+    included one's fill what it left unset, except `approval`, which is the stricter of the two.
+    """
+
+    version: int
+    name: str | None = None
+    workspace: Path
+    """Absolute; default: the manifest's folder (the current directory for a mapping)."""
+    roots: tuple[Path, ...] = ()
+    """Absolute extra folders file tools may touch."""
+    defaults: Defaults = field(default_factory=Defaults)
+    middleware: tuple[MiddlewareDecl, ...] = ()
+    """The top manifest's, outermost first."""
+    permissions: tuple[PermissionDecl, ...] = ()
+    """Every file's rules, the top manifest's first."""
+    tools: tuple[ToolDecl, ...] = ()
+    mcp_servers: tuple[ServerDecl, ...] = ()
+    builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """name -> options; `all` is `{"*": {}}`. Included manifests' builtins are merged in
+    (the including manifest's options win for a name both list)."""
+    includes: tuple[IncludeDecl, ...] = ()
+    """Every include resolved, depth-first in file order."""
+    files: tuple[Path, ...] = ()
+    """Every file read or referenced (manifests, includes, .mcp.json, OpenAPI documents): what
+    a hot-reload watcher watches."""
+    source: Path | None = None
+    """The top manifest's file, None for text or a mapping."""
