@@ -1,0 +1,622 @@
+"""MCP servers as tool sources, against real servers (tests/mcp_servers/) over stdio and HTTP."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolnexus.errors import ConfigError, SourceError, ToolError, ToolTimeout, UsageError
+from toolnexus.sandbox import SandboxPolicy
+from toolnexus.sources.mcp import (
+    McpServer,
+    McpServerSpec,
+    McpServerState,
+    connect_all,
+)
+from toolnexus.tool import AudioPart, ImagePart, ResourcePart, Result, Tool, ToolContext
+
+SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+PARENT_SECRET = "TOOLNEXUS_TEST_PARENT_SECRET"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def stdio(name: str, script: str, *args: str, **keys: Any) -> McpServerSpec:
+    mapping = {"command": sys.executable, "args": [str(SERVERS / script), *args], **keys}
+    return McpServerSpec.from_mapping(name, mapping, base_dir=SERVERS)
+
+
+def ctx(deadline_in: float | None = None) -> ToolContext:
+    deadline = None if deadline_in is None else time.monotonic() + deadline_in
+    return ToolContext(call_id="c1", tool_name="t", workspace=SERVERS, deadline=deadline)
+
+
+def tool(server: McpServer, name: str) -> Tool:
+    found = {t.name: t for t in server.tools()}
+    assert name in found, sorted(found)
+    return found[name]
+
+
+async def call(server: McpServer, tool_name: str, /, **arguments: Any) -> Result:
+    with anyio.fail_after(10):
+        return await tool(server, tool_name).run(arguments, ctx())
+
+
+def children() -> set[int]:
+    """Live and zombie child processes of this test process, from /proc."""
+    me = str(os.getpid())
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me:
+            found.add(int(entry))
+    return found
+
+
+@pytest.fixture(scope="module")
+async def everything() -> AsyncIterator[McpServer]:
+    """One stdio server shared by the tests that do not break it. The parent holds a secret
+    the child must not inherit."""
+    os.environ[PARENT_SECRET] = "hunter2"
+    try:
+        server = McpServer(stdio("ev", "everything.py", env={"GIVEN": "yes"}), workspace=SERVERS)
+        await server.start()
+    finally:
+        del os.environ[PARENT_SECRET]
+    yield server
+    await server.aclose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """The everything server over streamable HTTP, in its own process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "everything.py"), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the HTTP MCP server did not start") from None
+                time.sleep(0.05)  # polling a port: there is no event to wait on
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_stdio_spec_resolves_paths_and_keeps_env_values_out_of_repr(tmp_path: Path) -> None:
+    spec = McpServerSpec.from_mapping(
+        "time",
+        {
+            "command": "bin/server",
+            "args": ["--port", 8080],
+            "env": {"TOKEN": "s3cret", "A": 1},
+            "cwd": "work",
+            "prefix": "time_",
+            "tools": {"include": ["get_*"], "exclude": "convert_time"},
+            "timeout": 10,
+            "connect_timeout": 2.5,
+            "required": True,
+            "approval": "ask",
+        },
+        base_dir=tmp_path,
+    )
+    assert spec.transport == "stdio"
+    assert spec.command == str(tmp_path / "bin/server")
+    assert spec.args == ("--port", "8080")
+    assert spec.env == (("A", "1"), ("TOKEN", "s3cret"))
+    assert spec.cwd == tmp_path / "work"
+    assert (spec.include, spec.exclude) == (("get_*",), ("convert_time",))
+    assert (spec.timeout, spec.connect_timeout, spec.required) == (10.0, 2.5, True)
+    assert "s3cret" not in repr(spec) and "'TOKEN'" in repr(spec)
+
+
+def test_http_spec_hides_header_values_and_url_credentials(tmp_path: Path) -> None:
+    spec = McpServerSpec.from_mapping(
+        "docs",
+        {
+            "type": "http",
+            "url": "https://me:tok@example.test/mcp",
+            "headers": {"Auth": "Bearer x1"},
+        },
+        base_dir=tmp_path,
+    )
+    assert spec.transport == "http"
+    assert "x1" not in repr(spec) and "tok" not in repr(spec)
+    assert spec.connect_timeout == 10.0
+
+
+def test_equal_configurations_give_equal_hashable_specs(tmp_path: Path) -> None:
+    entry = {"command": "srv", "env": {"B": "2", "A": "1"}, "tools": {"include": ["x*"]}}
+    a = McpServerSpec.from_mapping("s", entry, base_dir=tmp_path)
+    b = McpServerSpec.from_mapping("s", dict(entry), base_dir=tmp_path)
+    c = McpServerSpec.from_mapping("s", {**entry, "timeout": 3}, base_dir=tmp_path)
+    assert a == b and hash(a) == hash(b)
+    assert a != c
+    assert len({a, b, c}) == 2
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "words"),
+    [
+        ({}, "command", "expected `command`"),
+        ({"command": "x", "url": "http://h/mcp"}, "url", "not both"),
+        ({"command": ""}, "command", "non-empty"),
+        ({"command": "x", "args": "a b"}, "args", "list of strings"),
+        ({"command": "x", "args": [None]}, "args[0]", "expected a string"),
+        ({"command": "x", "env": {"K": ["v"]}}, "env.K", "string value"),
+        ({"command": "x", "headers": {}}, "headers", "belongs to HTTP"),
+        ({"url": "ftp://h/x"}, "url", "http:// or https://"),
+        ({"url": "http://h/mcp", "sandbox": {}}, "sandbox", "stdio"),
+        ({"url": "http://h/mcp", "cwd": "."}, "cwd", "stdio"),
+        ({"command": "x", "timeout": "10s"}, "timeout", "number of seconds"),
+        ({"command": "x", "connect_timeout": 0}, "connect_timeout", "positive"),
+        ({"command": "x", "required": "yes"}, "required", "true or false"),
+        ({"command": "x", "prefix": 3}, "prefix", "string"),
+        ({"command": "x", "tools": {"inclde": ["a"]}}, "tools.inclde", "did you mean 'include'"),
+        ({"command": "x", "tools": {"exclude": [""]}}, "tools.exclude", "glob"),
+        ({"command": "x", "comand": "y"}, "comand", "did you mean 'command'"),
+        ({"type": "sse", "url": "http://h/sse"}, "type", "not supported"),
+        ({"type": "websocket", "url": "http://h"}, "type", "unknown transport"),
+        ({"type": "stdio", "url": "http://h"}, "command", "needs `command`"),
+    ],
+)
+def test_bad_entries_name_the_field(
+    tmp_path: Path, entry: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        McpServerSpec.from_mapping("s", entry, base_dir=tmp_path)
+    assert caught.value.field == field
+    assert words in caught.value.message
+
+
+def test_secret_env_values_never_appear_in_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        McpServerSpec.from_mapping(
+            "s", {"command": "x", "env": {"T": {"v": "s3cret"}}}, base_dir=tmp_path
+        )
+    assert "s3cret" not in str(caught.value)
+
+
+# -- tools and results over stdio -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_tools_carry_annotations_schemas_and_origin(everything: McpServer) -> None:
+    status = everything.status
+    assert status.state is McpServerState.READY
+    assert status.protocol_version == "2026-07-28"
+    assert status.tool_count == len(everything.tools()) >= 11
+
+    echo = tool(everything, "echo")
+    assert (echo.read_only, echo.destructive, echo.idempotent, echo.open_world) == (
+        True,
+        False,
+        True,
+        True,
+    )
+    assert echo.title == "Echo"
+    assert echo.source == "mcp" and echo.origin == "mcp:ev"
+    assert echo.parameters["properties"]["text"]["type"] == "string"
+    assert echo.meta == {"server": "ev", "mcp_name": "echo", "primary_argument": "text"}
+
+    search = tool(everything, "web_search")  # "web.search" on the server
+    assert search.meta["mcp_name"] == "web.search"
+    assert (search.read_only, search.destructive, search.open_world) == (False, False, False)
+
+    delete = tool(everything, "delete_thing")  # MCP defaults for the hints it leaves out
+    assert (delete.read_only, delete.destructive, delete.idempotent, delete.open_world) == (
+        False,
+        True,
+        False,
+        True,
+    )
+    add = tool(everything, "add")
+    assert add.output_schema is not None
+    assert add.output_schema["properties"]["result"]["type"] == "integer"
+    assert "primary_argument" not in add.meta
+
+
+@pytest.mark.anyio
+async def test_structured_content_and_text(everything: McpServer) -> None:
+    result = await call(everything, "add", a=2, b=3)
+    assert (result.content, result.structured, result.is_error) == ("5", {"result": 5}, False)
+    assert result.metadata["server"] == "ev"
+    renamed = await call(everything, "web_search", query="mcp")
+    assert renamed.content == "3 results for mcp"
+
+
+@pytest.mark.anyio
+async def test_media_and_resources_become_parts_in_order(everything: McpServer) -> None:
+    result = await call(everything, "media")
+    assert result.content == "first\nsecond"
+    assert result.parts == (
+        ImagePart(data=PNG_1X1, mime_type="image/png"),
+        AudioPart(data=b"RIFF\x24\x00\x00\x00WAVEfmt ", mime_type="audio/wav"),
+        ResourcePart(uri="file:///readme.md", mime_type="text/markdown"),
+        ResourcePart(uri="mem://note", mime_type="text/plain", text="embedded text"),
+        ResourcePart(uri="mem://blob", mime_type="application/octet-stream", data=b"\x00\x01"),
+    )
+
+
+@pytest.mark.anyio
+async def test_is_error_results_stay_results(everything: McpServer) -> None:
+    result = await call(everything, "fail", message="disk on fire")
+    assert result.is_error
+    assert "disk on fire" in result.content
+
+
+@pytest.mark.anyio
+async def test_a_call_past_its_deadline_times_out_and_the_session_survives(
+    everything: McpServer,
+) -> None:
+    with anyio.fail_after(10), pytest.raises(ToolTimeout) as caught:
+        await tool(everything, "slow").run({"seconds": 30}, ctx(deadline_in=0.3))
+    assert caught.value.retryable
+    assert "timed out after 0.3 s" in caught.value.message
+    assert (await call(everything, "echo", text="still here")).content == "still here"
+
+
+@pytest.mark.anyio
+async def test_stdio_child_gets_only_a_minimal_environment_plus_its_own(
+    everything: McpServer,
+) -> None:
+    assert (await call(everything, "env", name="GIVEN")).content == "yes"
+    assert (await call(everything, "env", name=PARENT_SECRET)).content == "<unset>"
+    assert (await call(everything, "env", name="PATH")).content == os.environ["PATH"]
+
+
+@pytest.mark.anyio
+async def test_tools_list_changed_refreshes_a_2026_session(everything: McpServer) -> None:
+    changed = anyio.Event()
+    everything.on_tools_changed = lambda server: changed.set()
+    try:
+        await call(everything, "grow", name="fresh_modern")
+        with anyio.fail_after(5):
+            await changed.wait()
+    finally:
+        everything.on_tools_changed = None
+    assert (await call(everything, "fresh_modern", x=2)).content == "fresh_modern:2"
+    assert everything.status.tool_count == len(everything.tools())
+
+
+@pytest.mark.anyio
+async def test_tools_list_changed_refreshes_a_legacy_session() -> None:
+    changed = anyio.Event()
+
+    async def on_change(server: McpServer) -> None:
+        changed.set()
+
+    server = McpServer(
+        stdio("old", "everything.py", "--legacy"), workspace=SERVERS, on_tools_changed=on_change
+    )
+    try:
+        await server.start()
+        assert server.status.protocol_version == "2025-11-25"
+        assert "fresh_legacy" not in {t.name for t in server.tools()}
+        await call(server, "grow", name="fresh_legacy")
+        with anyio.fail_after(5):
+            await changed.wait()
+        assert (await call(server, "fresh_legacy", x=1)).content == "fresh_legacy:1"
+    finally:
+        await server.aclose()
+
+
+# -- filters, pagination, HTTP --------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_include_exclude_and_prefix_use_the_servers_names() -> None:
+    spec = stdio(
+        "f",
+        "everything.py",
+        prefix="ev.",
+        tools={"include": ["e*", "web.*", "add"], "exclude": ["env"]},
+    )
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        assert sorted(t.name for t in server.tools()) == ["ev_add", "ev_echo", "ev_web_search"]
+        assert (await call(server, "ev_add", a=1, b=1)).structured == {"result": 2}
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_every_page_of_tools_is_listed() -> None:
+    server = McpServer(stdio("pages", "paginated.py"), workspace=SERVERS)
+    try:
+        await server.start()
+        assert [t.name for t in server.tools()] == [f"tool_{i}" for i in range(7)]
+        result = await call(server, "tool_6", x=1)
+        assert result.content == "tool_6 got {'x': 1}"
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_streamable_http_server(http_url: str) -> None:
+    spec = McpServerSpec.from_mapping(
+        "web", {"url": http_url, "headers": {"X-Test": "1"}}, base_dir=SERVERS
+    )
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        assert server.status.transport == "http"
+        assert server.status.state is McpServerState.READY
+        assert (await call(server, "add", a=20, b=22)).structured == {"result": 42}
+        assert (await call(server, "media")).parts[0] == ImagePart(data=PNG_1X1)
+    finally:
+        await server.aclose()
+    assert server.status.state is McpServerState.CLOSED
+
+
+@pytest.mark.anyio
+async def test_unreachable_http_server_fails_with_the_reason() -> None:
+    spec = McpServerSpec.from_mapping(
+        "gone",
+        {"url": f"http://127.0.0.1:{free_port()}/mcp", "connect_timeout": 5},
+        base_dir=SERVERS,
+    )
+    server = McpServer(spec, workspace=SERVERS)
+    with pytest.raises(SourceError, match="'gone' did not start"):
+        await server.start()
+    assert server.status.state is McpServerState.FAILED
+    await server.aclose()
+
+
+# -- failures, restarts, shutdown -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_server_that_never_answers_is_given_up_at_its_deadline() -> None:
+    before = children()
+    server = McpServer(stdio("mute", "hang.py", connect_timeout=1), workspace=SERVERS)
+    with pytest.raises(SourceError) as caught:
+        await server.start()
+    assert "within 1 s" in str(caught.value)
+    status = server.status
+    assert status.state is McpServerState.FAILED
+    assert status.reason is not None and "within 1 s (connect_timeout)" in status.reason
+    assert server.tools() == []
+    await server.aclose()
+    assert children() - before == set()
+
+
+@pytest.mark.anyio
+async def test_missing_command_is_reported_plainly() -> None:
+    spec = McpServerSpec.from_mapping(
+        "nope", {"command": "no-such-mcp-server-xyz"}, base_dir=SERVERS
+    )
+    server = McpServer(spec, workspace=SERVERS)
+    with pytest.raises(SourceError, match="'no-such-mcp-server-xyz' not found"):
+        await server.start()
+    await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_crashed_server_restarts_on_the_next_call_then_backs_off(tmp_path: Path) -> None:
+    before = children()
+    marker = tmp_path / "refuse"
+    spec = stdio("fragile", "everything.py", "--refuse-start-if", str(marker))
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        (first,) = children() - before
+
+        with pytest.raises(ToolError) as crash:
+            await call(server, "crash")
+        assert crash.value.retryable and "closed the connection" in crash.value.message
+        assert server.status.state is McpServerState.FAILED
+        assert "restarted on the next call" in (server.status.reason or "")
+
+        result = await call(server, "echo", text="back")
+        assert (result.content, result.metadata.get("restarted")) == ("back", True)
+        assert server.status.state is McpServerState.READY
+        assert server.status.restarts == 1
+        assert first not in children()  # the crashed process was reaped, not left a zombie
+        assert "restarted" not in (await call(server, "echo", text="again")).metadata
+
+        # Now the server cannot start any more: the call says it is down and when it is retried.
+        with pytest.raises(ToolError):
+            await call(server, "crash", marker=str(marker))
+        with pytest.raises(ToolError) as down:
+            await call(server, "echo", text="x")
+        assert "'fragile' is down" in down.value.message
+        assert "refusing to start" in down.value.message  # the server's own stderr
+        assert "retried in 0.5 s" in down.value.message
+        with pytest.raises(ToolError, match=r"is down .* retried in 0\.[0-5] s"):
+            await call(server, "echo", text="x")  # within the backoff: no new attempt
+        status = server.status
+        assert status.state is McpServerState.FAILED
+        assert status.retry_in is not None and 0 < status.retry_in <= 0.5
+    finally:
+        await server.aclose()
+    assert children() - before == set()
+
+
+@pytest.mark.anyio
+async def test_connect_all_isolates_failures_and_raises_for_required_ones() -> None:
+    good = McpServer(stdio("good", "paginated.py"), workspace=SERVERS)
+    mute = McpServer(stdio("mute", "hang.py", connect_timeout=1), workspace=SERVERS)
+    missing = McpServer(
+        McpServerSpec.from_mapping("missing", {"command": "no-such-xyz"}, base_dir=SERVERS),
+        workspace=SERVERS,
+    )
+    try:
+        await connect_all([good, mute, missing])
+        assert good.status.state is McpServerState.READY and len(good.tools()) == 7
+        assert mute.status.state is McpServerState.FAILED
+        assert missing.status.state is McpServerState.FAILED
+        assert "not found" in (missing.status.reason or "")
+    finally:
+        for server in (good, mute, missing):
+            await server.aclose()
+
+    required = McpServer(
+        McpServerSpec.from_mapping(
+            "vital", {"command": "no-such-xyz", "required": True}, base_dir=SERVERS
+        ),
+        workspace=SERVERS,
+    )
+    optional = McpServer(stdio("mute2", "hang.py", connect_timeout=1), workspace=SERVERS)
+    try:
+        with pytest.raises(SourceError, match=r"'vital' did not start.*required: true"):
+            await connect_all([required, optional])
+        assert optional.status.state is McpServerState.FAILED  # it still got its full chance
+    finally:
+        await required.aclose()
+        await optional.aclose()
+
+
+@pytest.mark.anyio
+async def test_close_leaves_no_process_thread_or_task_behind() -> None:
+    before_children = children()
+    before_threads = set(threading.enumerate())
+    server = McpServer(stdio("tidy", "paginated.py"), workspace=SERVERS)
+    await server.start()
+    assert len(children() - before_children) == 1
+    await server.aclose()
+    await server.aclose()  # twice is fine
+    assert children() - before_children == set()
+    for thread in set(threading.enumerate()) - before_threads:
+        thread.join(timeout=5)  # asyncio's child watcher thread ends with its child
+        assert not thread.is_alive(), thread
+    import asyncio
+
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "toolnexus-mcp-tidy"] == []
+    assert server.status.state is McpServerState.CLOSED
+    with pytest.raises(UsageError):
+        await server.start()
+
+
+@pytest.mark.anyio
+async def test_calls_after_close_are_refused(tmp_path: Path) -> None:
+    server = McpServer(stdio("shut", "paginated.py"), workspace=SERVERS)
+    await server.start()
+    tool_0 = tool(server, "tool_0")
+    await server.aclose()
+    with pytest.raises(ToolError, match="'shut' is closed"):
+        await tool_0.run({}, ctx())
+
+
+@pytest.mark.anyio
+async def test_a_sandboxed_server_cannot_write_outside_its_writable_paths(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    beside = tmp_path / "beside.txt"
+    read_only = SERVERS / "sandbox-escape.txt"
+    policy = SandboxPolicy(filesystem="workspace-write", network=False)
+    server = McpServer(stdio("boxed", "everything.py"), sandbox=policy, workspace=workspace)
+    try:
+        await server.start()
+        assert server.status.sandbox in ("bwrap", "landlock")
+        inside = await call(server, "write_file", path=str(workspace / "in.txt"), text="ok")
+        assert inside.content == "written"
+        assert (workspace / "in.txt").read_text() == "ok"
+        refused = await call(server, "write_file", path=str(read_only), text="no")
+        assert refused.is_error and "write failed" in refused.content
+        # Next to the workspace: refused, or written to a private /tmp; never on the host.
+        await call(server, "write_file", path=str(beside), text="no")
+        assert not beside.exists()
+    finally:
+        await server.aclose()
+        escaped = read_only.exists()
+        read_only.unlink(missing_ok=True)
+    assert not escaped
+
+
+# -- error translation ----------------------------------------------------------------------------
+
+
+def _mcp_error(code: int) -> BaseException:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(code=code, message="boom")
+
+
+def _httpx2_error() -> BaseException:
+    import httpx2
+
+    return httpx2.ConnectError("refused")
+
+
+def _validation_error() -> BaseException:
+    import mcp_types
+    import pydantic
+
+    try:
+        mcp_types.CallToolResult.model_validate({"content": 3})
+    except pydantic.ValidationError as exc:
+        return exc
+    raise AssertionError("expected a validation error")
+
+
+@pytest.mark.parametrize(
+    ("make", "kind", "retryable", "words"),
+    [
+        (lambda: _mcp_error(-32001), ToolTimeout, True, "timed out after 2 s"),
+        (lambda: _mcp_error(-32000), ToolError, True, "closed the connection"),
+        (lambda: _mcp_error(-32602), ToolError, False, "rejected the arguments"),
+        (lambda: _mcp_error(-32601), ToolError, False, "does not support"),
+        (lambda: _mcp_error(-1), ToolError, False, "error -1: boom"),
+        (TimeoutError, ToolTimeout, True, "timed out"),
+        (anyio.BrokenResourceError, ToolError, True, "closed the connection"),
+        (anyio.ClosedResourceError, ToolError, True, "closed the connection"),
+        (anyio.EndOfStream, ToolError, True, "closed the connection"),
+        (_httpx2_error, ToolError, True, "HTTP error"),
+        (_validation_error, ToolError, False, "malformed result"),
+        (lambda: ConnectionResetError("reset"), ToolError, True, "unreachable"),
+        (lambda: RuntimeError("Invalid structured content"), ToolError, False, "unusable"),
+        (lambda: ExceptionGroup("g", [ValueError("deep")]), ToolError, False, "ValueError: deep"),
+    ],
+)
+def test_every_foreign_failure_becomes_a_tool_error(
+    make: Any, kind: type[ToolError], retryable: bool, words: str
+) -> None:
+    from toolnexus.sources._mcp_convert import translate_error
+
+    error = translate_error(make(), server="s", tool="t", timeout=2.0)
+    assert type(error) is kind
+    assert error.retryable is retryable
+    assert words in error.message
+    assert "'s'" in error.message

@@ -1,0 +1,236 @@
+"""MCP SDK objects turned into toolnexus ones: tool listings into `Tool`s, call results into
+`Result`s, and SDK/transport exceptions into `ToolError`s (the one place they are translated).
+
+Loaded only with `sources/mcp.py`; the SDK itself is imported inside the functions that need
+it, so this module stays cheap to import.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ToolError, ToolTimeout
+from ..tool import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
+
+if TYPE_CHECKING:
+    import mcp_types
+
+__all__ = ["build_tools", "leaf_exception", "to_result", "translate_error"]
+
+
+def build_tools(
+    listing: Sequence[mcp_types.Tool],
+    *,
+    server: str,
+    prefix: str,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    handler_for: Callable[[str], ToolHandler],
+) -> list[Tool]:
+    """The server's tools that pass the filters, prefixed, sanitized and flagged.
+
+    `include`/`exclude` are globs over the server's own names (before the prefix): a tool is
+    kept when it matches some include glob (or there are none) and no exclude glob. Names that
+    collide after sanitizing get `_2`, `_3`... in listing order, so every tool stays callable.
+    """
+    from ..schema import sanitize_name
+
+    tools: list[Tool] = []
+    taken: set[str] = set()
+    for mcp_tool in listing:
+        original = mcp_tool.name
+        if include and not _matches(original, include):
+            continue
+        if exclude and _matches(original, exclude):
+            continue
+        name = _unique(sanitize_name(prefix + original), taken)
+        taken.add(name)
+        tools.append(_to_tool(mcp_tool, name=name, server=server, handler=handler_for(original)))
+    return tools
+
+
+def _matches(name: str, globs: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    n = 2
+    while True:
+        suffix = f"_{n}"
+        candidate = name[: 64 - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+        n += 1
+
+
+def _to_tool(mcp_tool: mcp_types.Tool, *, name: str, server: str, handler: ToolHandler) -> Tool:
+    hints = mcp_tool.annotations
+    # MCP's defaults for absent hints: not read-only, destructive, not idempotent, open world.
+    # A read-only tool cannot be destructive (MCP: destructiveHint only means something when
+    # readOnlyHint is false).
+    read_only = bool(hints and hints.read_only_hint)
+    destructive = not read_only and (
+        hints is None or hints.destructive_hint is None or hints.destructive_hint
+    )
+    idempotent = bool(hints and hints.idempotent_hint)
+    open_world = hints is None or hints.open_world_hint is None or hints.open_world_hint
+    parameters = dict(mcp_tool.input_schema)
+    parameters.setdefault("type", "object")
+    meta: dict[str, Any] = {"server": server, "mcp_name": mcp_tool.name}
+    primary = _primary_argument(parameters)
+    if primary is not None:
+        meta["primary_argument"] = primary
+    return Tool(
+        name=name,
+        handler=handler,
+        description=mcp_tool.description or "",
+        parameters=parameters,
+        output_schema=dict(mcp_tool.output_schema) if mcp_tool.output_schema else None,
+        source="mcp",
+        title=mcp_tool.title or (hints.title if hints else None),
+        read_only=read_only,
+        destructive=destructive,
+        idempotent=idempotent,
+        open_world=open_world,
+        origin=f"mcp:{server}",
+        meta=meta,
+    )
+
+
+def _primary_argument(parameters: Mapping[str, Any]) -> str | None:
+    """The first required string argument: what a `tool(pattern)` permission rule matches."""
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return None
+    for arg in required:
+        prop = properties.get(arg)
+        if isinstance(prop, Mapping) and prop.get("type") == "string":
+            return str(arg)
+    return None
+
+
+def to_result(result: mcp_types.CallToolResult, *, server: str, tool: str) -> Result:
+    """`CallToolResult` → `Result`: text blocks joined into `content`, media and resources into
+    `parts` (in order), `structured_content` into `structured`, `is_error` kept."""
+    texts: list[str] = []
+    parts: list[Part] = []
+    try:
+        for block in result.content:
+            kind = block.type
+            if kind == "text":
+                texts.append(block.text)  # type: ignore[union-attr]
+            elif kind == "image":
+                parts.append(
+                    ImagePart(data=_b64(block.data), mime_type=block.mime_type)  # type: ignore[union-attr]
+                )
+            elif kind == "audio":
+                parts.append(
+                    AudioPart(data=_b64(block.data), mime_type=block.mime_type)  # type: ignore[union-attr]
+                )
+            elif kind == "resource_link":
+                parts.append(
+                    ResourcePart(uri=str(block.uri), mime_type=block.mime_type)  # type: ignore[union-attr]
+                )
+            elif kind == "resource":
+                parts.append(_embedded(block.resource))  # type: ignore[union-attr]
+    except (binascii.Error, ValueError) as exc:
+        raise ToolError(
+            f"the MCP server '{server}' returned undecodable base64 data from '{tool}': {exc}"
+        ) from exc
+    content = "\n".join(texts)
+    if result.is_error and not content:
+        content = f"the MCP tool '{tool}' on server '{server}' failed without a message"
+    return Result(
+        content=content,
+        parts=tuple(parts),
+        structured=result.structured_content,
+        is_error=bool(result.is_error),
+        metadata={"server": server},
+    )
+
+
+def _b64(data: str) -> bytes:
+    return base64.b64decode(data, validate=True)
+
+
+def _embedded(resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> Part:
+    text = getattr(resource, "text", None)
+    if text is not None:
+        return ResourcePart(uri=str(resource.uri), mime_type=resource.mime_type, text=text)
+    return ResourcePart(
+        uri=str(resource.uri),
+        mime_type=resource.mime_type,
+        data=_b64(resource.blob),  # type: ignore[union-attr]
+    )
+
+
+def leaf_exception(exc: BaseException) -> BaseException:
+    """The first real failure inside (nested) exception groups, which anyio task groups and the
+    SDK's transports wrap everything in; cancellations are skipped when something else failed."""
+    while isinstance(exc, BaseExceptionGroup):
+        inner = list(exc.exceptions)
+        exc = next((e for e in inner if isinstance(e, Exception)), inner[0])
+    return exc
+
+
+def translate_error(
+    exc: BaseException, *, server: str, tool: str, timeout: float | None
+) -> ToolError:
+    """One failure of an MCP call (SDK, transport, anyio, HTTP) as a `ToolError` for the model.
+
+    Timeouts become `ToolTimeout` (retryable); a lost connection and network errors are
+    retryable too; errors the server answered with are not.
+    """
+    import anyio
+    import httpx2
+    import mcp_types as types
+    import pydantic
+    from mcp.shared.exceptions import MCPError
+
+    exc = leaf_exception(exc)
+    where = f"the MCP server '{server}'"
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, MCPError):
+        if exc.code == types.REQUEST_TIMEOUT:
+            return ToolTimeout(_timed_out(tool, where, timeout))
+        if exc.code == types.CONNECTION_CLOSED:
+            return ToolError(_closed(tool, where), retryable=True)
+        if exc.code == types.INVALID_PARAMS:
+            return ToolError(f"{where} rejected the arguments of '{tool}': {exc.error.message}")
+        if exc.code == types.METHOD_NOT_FOUND:
+            return ToolError(f"{where} does not support tool calls: {exc.error.message}")
+        return ToolError(f"{where} answered '{tool}' with error {exc.code}: {exc.error.message}")
+    if isinstance(exc, TimeoutError):
+        return ToolTimeout(_timed_out(tool, where, timeout))
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return ToolError(_closed(tool, where), retryable=True)
+    if isinstance(exc, httpx2.HTTPError):
+        return ToolError(f"HTTP error talking to {where} during '{tool}': {exc}", retryable=True)
+    if isinstance(exc, pydantic.ValidationError):
+        return ToolError(f"{where} returned a malformed result for '{tool}': {exc}")
+    if isinstance(exc, OSError):
+        return ToolError(f"{where} is unreachable during '{tool}': {exc}", retryable=True)
+    if isinstance(exc, RuntimeError):
+        # The SDK raises RuntimeError when structured content breaks the tool's output schema.
+        return ToolError(f"{where} returned an unusable result for '{tool}': {exc}")
+    return ToolError(f"{where} failed during '{tool}': {type(exc).__name__}: {exc}")
+
+
+def _timed_out(tool: str, where: str, timeout: float | None) -> str:
+    after = f" after {round(timeout, 2):g} s" if timeout is not None else ""
+    return f"'{tool}' on {where} timed out{after}; try again, or ask for less work per call"
+
+
+def _closed(tool: str, where: str) -> str:
+    return (
+        f"{where} closed the connection during '{tool}' (it may have crashed); "
+        "it is restarted on the next call"
+    )

@@ -1,0 +1,967 @@
+"""MCP servers as tool sources, through the official `mcp` SDK (2.x) as a client.
+
+An `McpServerSpec` is one `mcp_servers:` entry, checked and frozen (hot reload keeps the session
+of a server whose spec compares equal). An `McpServer` is the live connection: stdio (a child
+process with a minimal environment, optionally sandboxed) or streamable HTTP. It turns the
+server's tools into `Tool`s, follows `tools/list_changed`, restarts a crashed server on the next
+call, and shuts down without leaving processes or tasks behind.
+
+Each connection lives in a task of its own, because the SDK's client is an async context manager
+whose task groups must be entered and left by one task, while the toolkit starts and closes
+servers from whatever task it is in. Every wait on the server is bounded: the connect by
+`connect_timeout` (the SDK's own discovery probe would wait 10 s), a call by `timeout` or the
+call's deadline.
+
+`import mcp` costs about a second, so the SDK is imported only when a server connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import enum
+import inspect
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from ..errors import ConfigError, SourceError, ToolError, UsageError
+from ..tool import Result, Tool, ToolContext, ToolHandler
+from ._mcp_convert import build_tools, leaf_exception, to_result, translate_error
+
+if TYPE_CHECKING:
+    import mcp_types
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp import Client
+
+    from ..sandbox import SandboxPolicy
+
+__all__ = ["McpServer", "McpServerSpec", "McpServerState", "McpServerStatus", "connect_all"]
+
+logger = logging.getLogger("toolnexus.mcp")
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds a server gets to start, answer the handshake and list its tools."""
+
+_RESTART_BACKOFF = 0.5
+"""Seconds before the second restart attempt in a row; doubles with each failure after."""
+_RESTART_BACKOFF_CAP = 30.0
+_MAX_PAGES = 1000
+"""A `tools/list` walk longer than this is a server bug, not a big server."""
+_STDERR_TAIL = 2000
+"""Characters of a failed server's stderr quoted in its status."""
+
+_KEYS = (
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "prefix",
+    "tools",
+    "timeout",
+    "connect_timeout",
+    "required",
+    "approval",
+    "sandbox",
+)
+_TYPES = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamableHttp": "http",
+}
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class McpServerSpec:
+    """One MCP server's configuration, validated. Two specs compare equal exactly when a
+    running session of one can serve the other (hot reload keeps such sessions)."""
+
+    name: str
+    """The key under `mcp_servers:`; names the server in statuses, messages and `Tool.origin`."""
+    command: str | None = None
+    """stdio: the executable (found on PATH, or a path resolved against the manifest folder)."""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    """stdio: variables added to the child's minimal environment, sorted by name. Values may be
+    secrets: `repr` shows names only."""
+    cwd: Path | None = None
+    """stdio: the child's working directory (default: the manifest's folder)."""
+    url: str | None = None
+    """streamable HTTP: the endpoint, e.g. `http://127.0.0.1:9000/mcp`."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """HTTP: headers sent with every request, sorted by name (values hidden from `repr`)."""
+    prefix: str = ""
+    """Prepended to every tool name (before sanitizing)."""
+    include: tuple[str, ...] = ()
+    """Globs over the server's own tool names; empty keeps every tool."""
+    exclude: tuple[str, ...] = ()
+    """Globs over the server's own tool names; a match drops the tool."""
+    timeout: float | None = None
+    """Seconds per call; None leaves it to the call's deadline."""
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    required: bool = False
+    """True: toolkit creation fails when this server does not connect."""
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def __repr__(self) -> str:
+        shown = [f"name={self.name!r}"]
+        if self.command is not None:
+            shown += [f"command={self.command!r}", f"args={list(self.args)!r}"]
+            if self.env:
+                shown.append("env={" + ", ".join(f"{k!r}: '***'" for k, _ in self.env) + "}")
+            if self.cwd is not None:
+                shown.append(f"cwd={str(self.cwd)!r}")
+        else:
+            shown.append(f"url={_redact_url(self.url or '')!r}")
+            if self.headers:
+                shown.append(
+                    "headers={" + ", ".join(f"{k!r}: '***'" for k, _ in self.headers) + "}"
+                )
+        for key in ("prefix", "include", "exclude", "timeout"):
+            value = getattr(self, key)
+            if value:
+                shown.append(f"{key}={value!r}")
+        if self.connect_timeout != DEFAULT_CONNECT_TIMEOUT:
+            shown.append(f"connect_timeout={self.connect_timeout!r}")
+        if self.required:
+            shown.append("required=True")
+        return f"McpServerSpec({', '.join(shown)})"
+
+    @classmethod
+    def from_mapping(cls, name: str, spec: Mapping[str, Any], *, base_dir: Path) -> McpServerSpec:
+        """Check one `mcp_servers:` entry (durations already in seconds, `${VAR}` expanded).
+
+        Also accepts the `.mcp.json` shape (`type: stdio | http`). `approval` and `sandbox` are
+        read by the toolkit builder; here a `sandbox` on an HTTP server is refused.
+
+        Raises:
+            ConfigError: a value is missing, unknown or of the wrong kind (`field` names it).
+        """
+        if not isinstance(spec, Mapping):
+            raise ConfigError(
+                f"expected a mapping with `command` (stdio) or `url` (HTTP), got {_kind(spec)}"
+            )
+        for key in spec:
+            if key not in _KEYS:
+                raise ConfigError(f"unknown key {key!r}{_did_you_mean(str(key), _KEYS)}", field=key)
+        kind = _transport_type(spec)
+        if kind == "stdio":
+            if "url" in spec or "headers" in spec:
+                bad = "url" if "url" in spec else "headers"
+                raise ConfigError(
+                    f"`{bad}` belongs to HTTP servers; this entry runs `command` (stdio)", field=bad
+                )
+            command = spec.get("command")
+            if not isinstance(command, str) or not command.strip():
+                raise ConfigError(
+                    f"expected the server's executable as a non-empty string, got {_kind(command)}",
+                    field="command",
+                )
+            if "/" in command and not Path(command).expanduser().is_absolute():
+                command = str(base_dir / command)
+            cwd_value = spec.get("cwd")
+            if cwd_value is not None and not isinstance(cwd_value, str | Path):
+                raise ConfigError(f"expected a folder path, got {_kind(cwd_value)}", field="cwd")
+            cwd = base_dir / Path(cwd_value).expanduser() if cwd_value is not None else base_dir
+            stdio: dict[str, Any] = {
+                "command": command,
+                "args": _strings(spec.get("args", []), "args"),
+                "env": _pairs(spec.get("env", {}), "env"),
+                "cwd": cwd,
+            }
+        else:
+            for bad in ("command", "args", "env", "cwd", "sandbox"):
+                if bad in spec:
+                    raise ConfigError(
+                        f"`{bad}` belongs to stdio servers; this entry connects to `url` (HTTP)",
+                        field=bad,
+                    )
+            stdio = {
+                "url": _url(spec.get("url")),
+                "headers": _pairs(spec.get("headers", {}), "headers"),
+            }
+        prefix = spec.get("prefix", "")
+        if not isinstance(prefix, str):
+            raise ConfigError(f"expected a string, got {_kind(prefix)}", field="prefix")
+        include, exclude = _filters(spec.get("tools"))
+        timeout = spec.get("timeout")
+        required = spec.get("required", False)
+        if not isinstance(required, bool):
+            raise ConfigError(f"expected true or false, got {_kind(required)}", field="required")
+        return cls(
+            name=name,
+            prefix=prefix,
+            include=include,
+            exclude=exclude,
+            timeout=None if timeout is None else _seconds(timeout, "timeout"),
+            connect_timeout=_seconds(
+                spec.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT), "connect_timeout"
+            ),
+            required=required,
+            **stdio,
+        )
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:80]
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(choices)}"
+
+
+def _transport_type(spec: Mapping[str, Any]) -> Literal["stdio", "http"]:
+    declared = spec.get("type")
+    if declared is not None:
+        if declared == "sse":
+            raise ConfigError(
+                "the SSE transport is not supported; use the server's streamable HTTP endpoint "
+                "(`url:` ending in /mcp) or run it over stdio (`command:`)",
+                field="type",
+            )
+        if declared not in _TYPES:
+            raise ConfigError(
+                f"unknown transport {declared!r}{_did_you_mean(str(declared), _TYPES)}",
+                field="type",
+            )
+        kind = _TYPES[declared]
+        wanted = "command" if kind == "stdio" else "url"
+        if wanted not in spec:
+            raise ConfigError(f"`type: {declared}` needs `{wanted}`", field=wanted)
+        return "stdio" if kind == "stdio" else "http"
+    if "command" in spec and "url" in spec:
+        raise ConfigError(
+            "give either `command` (a stdio server) or `url` (an HTTP server), not both",
+            field="url",
+        )
+    if "command" in spec:
+        return "stdio"
+    if "url" in spec:
+        return "http"
+    raise ConfigError(
+        "expected `command` (a stdio server to start) or `url` (a streamable HTTP endpoint)",
+        field="command",
+    )
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"expected a list of strings, got {_kind(value)}", field=where)
+    out: list[str] = []
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ConfigError(f"expected a string, got {_kind(item)}", field=f"{where}[{i}]")
+        out.append(str(item))
+    return tuple(out)
+
+
+def _pairs(value: object, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"expected a mapping of names to strings, got {_kind(value)}", field=where
+        )
+    out: list[tuple[str, str]] = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"expected a non-empty name, got {_kind(key)}", field=where)
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            # Never echo the value: it is often a token.
+            raise ConfigError(
+                f"expected a string value, got {type(item).__name__}", field=f"{where}.{key}"
+            )
+        out.append((key, str(item)))
+    return tuple(sorted(out))
+
+
+def _url(value: object) -> str:
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"expected an http(s) URL, got {_kind(value)}", field="url")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"expected an http:// or https:// URL with a host, got {_redact_url(value)!r}",
+            field="url",
+        )
+    return value
+
+
+def _redact_url(url: str) -> str:
+    """The URL without its userinfo (`user:token@`), which is a secret."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+def _filters(value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if value is None:
+        return (), ()
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"expected {{include: [globs], exclude: [globs]}}, got {_kind(value)}", field="tools"
+        )
+    for key in value:
+        if key not in ("include", "exclude"):
+            raise ConfigError(
+                f"unknown key {key!r}{_did_you_mean(str(key), ('include', 'exclude'))}",
+                field=f"tools.{key}",
+            )
+    globs: list[tuple[str, ...]] = []
+    for key in ("include", "exclude"):
+        item = value.get(key, [])
+        if isinstance(item, str):
+            item = [item]
+        if not isinstance(item, list | tuple) or not all(isinstance(g, str) and g for g in item):
+            raise ConfigError(
+                f"expected a list of glob strings, got {_kind(item)}", field=f"tools.{key}"
+            )
+        globs.append(tuple(item))
+    return globs[0], globs[1]
+
+
+def _seconds(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"expected a number of seconds, got {_kind(value)}", field=where)
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"expected a positive number of seconds, got {value!r}", field=where)
+    return float(value)
+
+
+class McpServerState(enum.StrEnum):
+    """Where a server's connection stands."""
+
+    NEW = "new"
+    """Not started yet."""
+    CONNECTING = "connecting"
+    READY = "ready"
+    FAILED = "failed"
+    """Did not start, or crashed; `reason` says why and when it is retried."""
+    RESTARTING = "restarting"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpServerStatus:
+    """A snapshot of one server, for `Toolkit.status()`."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    state: McpServerState
+    tool_count: int = 0
+    """Tools this server contributes (after include/exclude)."""
+    reason: str | None = None
+    """Why the server is failed or restarting, in words."""
+    last_error: str | None = None
+    """The latest problem seen, even if the server recovered since."""
+    restarts: int = 0
+    protocol_version: str | None = None
+    retry_in: float | None = None
+    """Seconds until the next restart attempt is allowed, when the server is down."""
+    sandbox: str | None = None
+    """How a sandboxed stdio server is confined: `bwrap`, `landlock` or `none`."""
+    unconfined: bool = False
+    """True when a sandbox was asked for (with `required: false`) and none could be applied."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "state": self.state.value,
+            "tool_count": self.tool_count,
+            "reason": self.reason,
+            "last_error": self.last_error,
+            "restarts": self.restarts,
+            "protocol_version": self.protocol_version,
+            "retry_in": self.retry_in,
+            "sandbox": self.sandbox,
+            "unconfined": self.unconfined,
+        }
+
+
+ToolsChangedCallback = Callable[["McpServer"], Awaitable[None] | None]
+
+
+class _Connection:
+    """One session with the server, owned by one task from connect to close."""
+
+    def __init__(self, on_crash: Callable[[_Connection], None]) -> None:
+        self.on_crash = on_crash
+        """Called once if the transport of a ready connection ends without `closing`."""
+        self.scope = anyio.CancelScope()
+        self.ready = anyio.Event()
+        """Set once the session is usable or has failed."""
+        self.ended = anyio.Event()
+        """Set when the transport has gone (the server exited, or we are closing)."""
+        self.client: Client | None = None
+        self.alive = False
+        self.closing = False
+        self.error: BaseException | None = None
+        self.crashed = False
+        self.cleanup: tuple[Path, ...] = ()
+        """Folders the sandbox made for this server's process, removed once it has ended."""
+        self.stderr: IO[str] | None = None
+        self.final_stderr = ""
+        """The tail of stderr, kept when the file is closed (for messages after the end)."""
+        send, receive = anyio.create_memory_object_stream[None](1)
+        self.changes: tuple[MemoryObjectSendStream[None], MemoryObjectReceiveStream[None]] = (
+            send,
+            receive,
+        )
+
+    def mark_ended(self) -> None:
+        """The transport is gone. Reported at once (not when the task has finished cleaning
+        up), so the next call already sees the crash and its backoff."""
+        if self.client is not None and not self.closing and not self.crashed:
+            self.crashed = True
+            self.on_crash(self)
+        self.alive = False
+        self.ended.set()
+
+    def tools_changed(self) -> None:
+        """Ask for a refresh of the tool list (coalesced: one pending request is enough)."""
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.changes[0].send_nowait(None)
+
+    def stderr_tail(self) -> str:
+        """The end of what the server wrote to stderr (read without moving the shared offset)."""
+        if self.stderr is None or self.stderr.closed:
+            return self.final_stderr
+        fd = self.stderr.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - _STDERR_TAIL)
+        return os.pread(fd, size - start, start).decode("utf-8", "replace").strip()
+
+
+class McpServer:
+    """A live connection to one MCP server, and the `Tool`s it provides.
+
+    `start()` connects (bounded by `connect_timeout`), `tools()` lists the tools, `status`
+    reports the state, `aclose()` shuts the server down. Calls go through the `Tool`s. A
+    stdio server that dies is restarted on the next call; the result of that call carries
+    `metadata["restarted"] = True`.
+    """
+
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        *,
+        sandbox: SandboxPolicy | None = None,
+        workspace: Path,
+        on_tools_changed: ToolsChangedCallback | None = None,
+    ) -> None:
+        """
+        Args:
+            spec: the server's configuration.
+            sandbox: confines a stdio server's process (ignored for HTTP: nothing local runs).
+            workspace: root of the sandbox's writable area.
+            on_tools_changed: called (sync or async) with this server whenever its tool list
+                changes after `start()`: a `tools/list_changed` notification, or a restart
+                that brought different tools.
+        """
+        self.spec = spec
+        self.sandbox = sandbox if spec.transport == "stdio" else None
+        self.workspace = workspace
+        self.on_tools_changed = on_tools_changed
+        self._state = McpServerState.NEW
+        self._reason: str | None = None
+        self._last_error: str | None = None
+        self._tools: list[Tool] = []
+        self._conn: _Connection | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._restart_lock = anyio.Lock()
+        self._restarts = 0
+        self._failures = 0
+        """Consecutive failures (crashes, failed restarts) since the last successful call."""
+        self._retry_at = 0.0
+        self._protocol_version: str | None = None
+        self._mechanism: str | None = None
+        self._unconfined = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.spec.name!r} {self._state.value}>"
+
+    @property
+    def status(self) -> McpServerStatus:
+        retry_in = None
+        if self._state is McpServerState.FAILED and self._conn is not None:
+            retry_in = max(0.0, self._retry_at - time.monotonic())
+        return McpServerStatus(
+            name=self.spec.name,
+            transport=self.spec.transport,
+            state=self._state,
+            tool_count=len(self._tools),
+            reason=self._reason,
+            last_error=self._last_error,
+            restarts=self._restarts,
+            protocol_version=self._protocol_version,
+            retry_in=retry_in,
+            sandbox=self._mechanism,
+            unconfined=self._unconfined,
+        )
+
+    def tools(self) -> list[Tool]:
+        """The server's tools as last listed (empty until `start()` succeeds)."""
+        return list(self._tools)
+
+    async def start(self) -> None:
+        """Connect, handshake and list the tools, all within `spec.connect_timeout`.
+
+        Raises:
+            SourceError: the server did not start; `status` holds the same reason.
+            UsageError: the server was already started or closed.
+        """
+        if self._state is not McpServerState.NEW:
+            raise UsageError(
+                f"MCP server '{self.spec.name}' is {self._state.value}; start() runs once, "
+                "create a new McpServer to connect again"
+            )
+        self._state = McpServerState.CONNECTING
+        try:
+            await self._connect()
+        except SourceError:
+            self._state = McpServerState.FAILED
+            raise
+
+    async def aclose(self) -> None:
+        """Shut the server down (stdio: close stdin, then SIGTERM, then SIGKILL, each bounded)
+        and wait until its process and tasks are gone. Safe to call twice."""
+        self._state = McpServerState.CLOSED
+        self._reason = None
+        self._tools = []
+        if self._conn is not None:
+            self._close_connection(self._conn)
+        while self._tasks:
+            # Shielded: a cancelled caller must not leave the server's process behind.
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(set(self._tasks))
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    async def _connect(self) -> _Connection:
+        conn = _Connection(self._crashed)
+        task = asyncio.get_running_loop().create_task(
+            self._own(conn), name=f"toolnexus-mcp-{self.spec.name}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        timeout = self.spec.connect_timeout
+        try:
+            with anyio.move_on_after(timeout):
+                await conn.ready.wait()
+        except BaseException:
+            self._close_connection(conn)
+            raise
+        if conn.alive:
+            self._conn = conn
+            return conn
+        if not conn.ready.is_set():
+            reason = f"no answer to the MCP handshake within {timeout:g} s (connect_timeout)"
+            reason += _quoted_stderr(conn.stderr_tail())
+            self._close_connection(conn)
+        else:
+            reason = self._describe_start_failure(conn)
+        self._reason = self._last_error = reason
+        raise SourceError(f"MCP server '{self.spec.name}' did not start: {reason}")
+
+    def _close_connection(self, conn: _Connection) -> None:
+        conn.closing = True
+        conn.alive = False
+        conn.scope.cancel()
+
+    async def _own(self, conn: _Connection) -> None:
+        """The connection's task: open it, serve until it ends, then clean up."""
+        # The server's stderr goes to a file: quoted when it fails, and kept out of the terminal.
+        if self.spec.transport == "stdio":
+            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as conn.stderr:
+                await self._serve(conn)
+            for folder in conn.cleanup:
+                shutil.rmtree(folder, ignore_errors=True)
+        else:
+            await self._serve(conn)
+
+    async def _serve(self, conn: _Connection) -> None:
+        from mcp import Client
+
+        try:
+            with conn.scope:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        _watched(await self._transport(stack, conn), conn),
+                        message_handler=self._message_handler(conn),
+                        cache=None,
+                    )
+                    await stack.enter_async_context(client)
+                    listing = await _list_all(client)
+                    self._install(listing, client.protocol_version)
+                    conn.client = client
+                    conn.alive = not conn.ended.is_set()
+                    conn.ready.set()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._follow_changes, conn, client)
+                        await conn.ended.wait()
+                        tg.cancel_scope.cancel()
+        except Exception as exc:  # boundary: whatever the SDK or transport raised ends this
+            # connection; it is recorded in the status and reported by whoever waits on it.
+            conn.error = exc
+            if conn.ready.is_set() and not conn.closing:
+                logger.warning("MCP server '%s' failed: %s", self.spec.name, leaf_exception(exc))
+        finally:
+            conn.mark_ended()
+            if not conn.closing:
+                conn.final_stderr = conn.stderr_tail()
+            conn.changes[0].close()
+            conn.changes[1].close()
+            conn.ready.set()
+
+    async def _transport(self, stack: AsyncExitStack, conn: _Connection) -> Any:
+        """The SDK transport for this server (not yet entered)."""
+        spec = self.spec
+        if spec.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                )
+            )
+            return streamable_http_client(spec.url, http_client=http)
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        assert spec.command is not None and conn.stderr is not None
+        argv = [spec.command, *spec.args]
+        env = dict(spec.env)
+        if self.sandbox is not None:
+            from ..sandbox import wrap_command
+
+            wrapped = wrap_command(
+                argv,
+                self.sandbox,
+                workspace=self.workspace,
+                cwd=spec.cwd or self.workspace,
+                env=env,
+            )
+            conn.cleanup = wrapped.cleanup
+            self._unconfined = wrapped.unconfined
+            self._mechanism = wrapped.mechanism
+            # The wrapped environment is complete; the SDK adds its few defaults (HOME, PATH...)
+            # and the sandbox chains drop those the policy does not allow.
+            argv, env = list(wrapped.argv), wrapped.env
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=spec.cwd)
+        return stdio_client(params, errlog=conn.stderr)
+
+    def _describe_start_failure(self, conn: _Connection) -> str:
+        import httpx2
+        from mcp.shared.exceptions import MCPError
+
+        exc = leaf_exception(conn.error) if conn.error is not None else None
+        tail = _quoted_stderr(conn.stderr_tail())
+        if isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
+            return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
+        if isinstance(exc, PermissionError):
+            return f"command {self.spec.command!r} is not executable: {exc}"
+        if isinstance(exc, MCPError) and "closed" in exc.error.message.lower():
+            if self.spec.transport == "stdio":
+                return "the server exited during start-up" + tail
+            return f"the server at {_redact_url(self.spec.url or '')} closed the connection"
+        if isinstance(exc, httpx2.HTTPError):
+            return f"cannot reach {_redact_url(self.spec.url or '')}: {exc}"
+        if exc is None:
+            return "the connection ended before the handshake finished" + tail
+        return f"{type(exc).__name__}: {exc}{tail}"
+
+    def _install(self, listing: Sequence[mcp_types.Tool], protocol_version: str | None) -> bool:
+        """Replace the tool list; True when it differs from the previous one."""
+        tools = build_tools(
+            listing,
+            server=self.spec.name,
+            prefix=self.spec.prefix,
+            include=self.spec.include,
+            exclude=self.spec.exclude,
+            handler_for=self._handler,
+        )
+        changed = tools != self._tools
+        self._tools = tools
+        self._protocol_version = protocol_version
+        if self._state is not McpServerState.CLOSED:
+            self._state = McpServerState.READY
+            self._reason = None
+        return changed
+
+    def _crashed(self, conn: _Connection) -> None:
+        """The transport of a ready connection ended without us closing it."""
+        if self._state is McpServerState.CLOSED or conn is not self._conn:
+            return
+        self._failures += 1
+        self._retry_at = time.monotonic() + _backoff(self._failures)
+        cause = f": {leaf_exception(conn.error)}" if conn.error is not None else ""
+        self._state = McpServerState.FAILED
+        stderr = _quoted_stderr(conn.stderr_tail())
+        self._reason = self._last_error = (
+            f"the server's connection ended unexpectedly{cause}{stderr}; "
+            "it is restarted on the next call"
+        )
+        logger.warning("MCP server '%s': %s", self.spec.name, self._reason)
+
+    # -- tool list changes --------------------------------------------------------------------
+
+    def _message_handler(self, conn: _Connection) -> Callable[[Any], Awaitable[None]]:
+        """Legacy (handshake-era) sessions announce tool list changes as plain notifications."""
+        import mcp_types as types
+
+        async def handle(message: object) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                conn.tools_changed()
+            elif isinstance(message, Exception):
+                self._last_error = f"transport error: {message}"
+                logger.debug("MCP server '%s': %s", self.spec.name, message)
+
+        return handle
+
+    async def _follow_changes(self, conn: _Connection, client: Client) -> None:
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        async with anyio.create_task_group() as tg:
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                tg.start_soon(self._listen, conn, client)
+            async for _ in conn.changes[1]:
+                await self._refresh(client)
+
+    async def _listen(self, conn: _Connection, client: Client) -> None:
+        """2026-07-28 sessions announce changes only to a `subscriptions/listen` stream."""
+        from mcp.client.subscriptions import SubscriptionLost
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    conn.tools_changed()
+        except (MCPError, SubscriptionLost) as exc:
+            # A server that does not offer the stream, or a dropped stream: tools stay as listed;
+            # if the whole connection dropped, the crash path takes over.
+            logger.debug("MCP server '%s': no tool change stream: %s", self.spec.name, exc)
+
+    async def _refresh(self, client: Client) -> None:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            listing = await _list_all(client)
+        except (MCPError, TimeoutError, SourceError) as exc:
+            self._last_error = f"refreshing the tool list failed: {exc}"
+            logger.warning("MCP server '%s': %s", self.spec.name, self._last_error)
+            return
+        if self._install(listing, client.protocol_version):
+            await self._notify_tools_changed()
+
+    async def _notify_tools_changed(self) -> None:
+        callback = self.on_tools_changed
+        if callback is None:
+            return
+        try:
+            outcome = callback(self)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # boundary: the application's callback must not kill the session
+            logger.exception("on_tools_changed callback failed for MCP server '%s'", self.spec.name)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def _handler(self, mcp_name: str) -> ToolHandler:
+        async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+            return await self._call(mcp_name, arguments, ctx)
+
+        return handler
+
+    async def _call(self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Result:
+        conn = self._conn
+        restarted = False
+        if conn is None or not conn.alive:
+            conn, restarted = await self._restart(conn)
+        client = conn.client
+        assert client is not None
+        timeout = self.spec.timeout
+        remaining = ctx.remaining()
+        if remaining is not None and (timeout is None or remaining < timeout):
+            timeout = remaining
+        try:
+            raw = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout)
+        except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
+            error = translate_error(exc, server=self.spec.name, tool=mcp_name, timeout=timeout)
+            self._last_error = error.message
+            raise error from exc
+        self._failures = 0
+        result = to_result(raw, server=self.spec.name, tool=mcp_name)
+        if restarted or self._unconfined:
+            extra = {"restarted": True} if restarted else {}
+            if self._unconfined:
+                extra["unconfined"] = True
+            result = result.with_metadata(**extra)
+        return result
+
+    async def _restart(self, dead: _Connection | None) -> tuple[_Connection, bool]:
+        """A live connection for a call, restarting the server if it is down and its backoff
+        has passed. Concurrent calls share one restart."""
+        async with self._restart_lock:
+            conn = self._conn
+            if conn is not None and conn.alive:
+                return conn, conn is not dead
+            if self._state is McpServerState.CLOSED or conn is None:
+                raise ToolError(
+                    f"the MCP server '{self.spec.name}' is {self._state.value}"
+                    f"{': ' + self._reason if self._reason else ''}"
+                )
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                raise ToolError(self._down_message(wait), retryable=True)
+            self._state = McpServerState.RESTARTING
+            before = self._tools
+            try:
+                new = await self._connect()
+            except SourceError as exc:
+                self._failures += 1
+                delay = _backoff(self._failures)
+                self._retry_at = time.monotonic() + delay
+                self._state = McpServerState.FAILED
+                raise ToolError(self._down_message(delay), retryable=True) from exc
+            self._restarts += 1
+            logger.info("MCP server '%s' restarted", self.spec.name)
+        if self._tools != before:
+            await self._notify_tools_changed()
+        return new, True
+
+    def _down_message(self, wait: float) -> str:
+        return (
+            f"the MCP server '{self.spec.name}' is down ({self._reason}); "
+            f"it will be retried in {wait:.1f} s"
+        )
+
+
+def _backoff(failures: int) -> float:
+    """Seconds before the next restart: none after a first crash, then 0.5 s doubling."""
+    if failures <= 1:
+        return 0.0
+    return min(_RESTART_BACKOFF_CAP, _RESTART_BACKOFF * 2 ** (failures - 2))
+
+
+def _quoted_stderr(tail: str) -> str:
+    if not tail:
+        return ""
+    lines = tail.splitlines()[-5:]
+    return " (stderr: " + " | ".join(line.strip() for line in lines if line.strip()) + ")"
+
+
+async def _list_all(client: Client) -> list[mcp_types.Tool]:
+    """Every tool, following `next_cursor` (the SDK returns one page per call)."""
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+        if cursor in seen:
+            raise SourceError(f"the server repeated the tools/list cursor {cursor!r}")
+        seen.add(cursor)
+    raise SourceError(f"tools/list did not end after {_MAX_PAGES} pages")
+
+
+@asynccontextmanager
+async def _watched(transport: Any, conn: _Connection) -> AsyncIterator[tuple[Any, Any]]:
+    """`transport`, with its read stream reporting its end to `conn` (the server is gone)."""
+    async with transport as (read, write):
+        yield _EndWatch(read, conn), write
+
+
+class _EndWatch:
+    """A read stream that tells its connection when it ends; otherwise it is the stream."""
+
+    def __init__(self, stream: Any, conn: _Connection) -> None:
+        self._stream = stream
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> _EndWatch:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> bool | None:
+        try:
+            return await self._stream.__aexit__(*exc_info)
+        finally:
+            self._conn.mark_ended()
+
+    def __aiter__(self) -> _EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._conn.mark_ended()
+            raise
+
+    async def receive(self) -> Any:
+        return await self._stream.receive()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def connect_all(servers: Iterable[McpServer]) -> None:
+    """Start every server at once, each under its own `connect_timeout`.
+
+    A server that fails is recorded in its `status` and does not stop the others.
+
+    Raises:
+        SourceError: a server marked `required` did not start (all of them are named).
+    """
+    failed: list[tuple[McpServer, SourceError]] = []
+
+    async def start(server: McpServer) -> None:
+        try:
+            await server.start()
+        except SourceError as exc:
+            failed.append((server, exc))
+            logger.warning("%s", exc)
+
+    async with anyio.create_task_group() as tg:
+        for server in servers:
+            tg.start_soon(start, server)
+    required = [(server, exc) for server, exc in failed if server.spec.required]
+    if required:
+        reasons = "; ".join(str(exc) for _, exc in required)
+        raise SourceError(
+            f"{reasons}. The server is marked `required: true`; fix it, or set `required: false` "
+            "to start without it"
+        )
