@@ -36,6 +36,7 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict, is_typeddict
 
+from toolnexus import acreate_toolkit
 from toolnexus.adapters import (
     PROVIDERS,
     StrictSchemaError,
@@ -178,19 +179,11 @@ def assert_conforms(param_type: Any, value: Any) -> None:
     assert validated == value
 
 
-def _ctx(name: str) -> ToolContext:
-    return ToolContext(call_id="c", tool_name=name, workspace=Path.cwd())
-
-
-async def _run(calls: list[ToolCall]) -> list[Result]:
-    """Run the parsed calls on the tools, as an agent loop hands them to its toolkit."""
-    by_name = {tool.name: tool for tool in TOOLS}
-    results = []
-    for call in calls:
-        args = call.arguments
-        decoded = json.loads(args) if isinstance(args, str) else dict(args or {})
-        results.append(await by_name[call.name].run(decoded, _ctx(call.name)))
-    return results
+async def _run(calls: list[ToolCall], tmp_path: Path) -> list[Result]:
+    """Run parsed calls the way an agent loop does: through a toolkit (validation, approval,
+    middleware, and strict mode's nulls dropped)."""
+    async with await acreate_toolkit(extra_tools=TOOLS, workspace=tmp_path) as toolkit:
+        return await toolkit.aexecute_many(calls)
 
 
 # --- tool definitions ----------------------------------------------------------------------
@@ -1035,13 +1028,14 @@ def _check_history(provider: str, items: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.anyio
-async def test_one_agent_loop_step_for_every_provider(provider: str) -> None:
+async def test_one_agent_loop_step_for_every_provider(provider: str, tmp_path: Path) -> None:
     adapter = get_adapter(provider)
     definitions = adapter.tools(TOOLS)
     assert len(definitions) == (1 if provider == "gemini" else 3)
     calls = adapter.parse_calls(PROVIDER_RESPONSES[provider])
     assert [c.name for c in calls][:2] == ["search", "screenshot"]
-    results = await _run(calls)
+    results = await _run(calls, tmp_path)
+    assert not any(r.is_error for r in results[:2]), results
     assert results[0].structured["query"] == "q"
     history = adapter.format_results(calls, results)
     _check_history(provider, history)
@@ -1097,3 +1091,44 @@ def test_assert_conforms_catches_unknown_keys_and_wrong_values() -> None:
             anthropic_types.MessageParam,
             {**block, "content": [{**block["content"][0], "tool_use_idd": "a"}]},
         )
+
+
+@pytest.mark.anyio
+async def test_strict_calls_with_nulls_for_optionals_run_as_if_they_were_left_out(
+    tmp_path: Path,
+) -> None:
+    """What a strict-mode model must send (every key, null for "not given") runs as the call
+    without those keys: the executor drops the nulls before validating."""
+    (definition,) = openai_chat_tools([SEARCH], strict=True)
+    strict = jsonschema.Draft202012Validator(definition["function"]["parameters"])
+    arguments = {
+        "query": "q",
+        "limit": None,
+        "mode": "deep",
+        "tags": None,
+        "since": None,
+        "where": {"path": "notes/", "kind": None},
+        "sort": None,
+    }
+    assert strict.is_valid(arguments)
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search", "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+    (result,) = await _run(parse_openai_chat_calls(message), tmp_path)
+    assert not result.is_error, result.content
+    # `since` stays: its own schema accepts null, so null is a value there, not "not given"
+    assert result.structured == {
+        "query": "q",
+        "mode": "deep",
+        "since": None,
+        "where": {"path": "notes/"},
+    }
+    (reply,) = openai_chat_results(parse_openai_chat_calls(message), [result])
+    assert reply["tool_call_id"] == "call_1"
