@@ -1,0 +1,272 @@
+"""Tools from Python callables: the `@tool` decorator and its plain-function form.
+
+```python
+@tool
+async def add(a: int, b: int = 1) -> int:
+    \"\"\"Add two numbers.\"\"\"
+    return a + b
+
+search = tool(my_search, name="search", read_only=True)
+```
+
+Everything that can be decided once is decided when the tool is built: the schema, how each
+argument becomes the hinted type, where the `ToolContext` goes, and which of a few specialised
+handlers runs the call. An async function with plain arguments costs one `await` and a
+`to_result` per call. Sync functions run in a worker thread so that they never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
+
+from .errors import ConfigError, UsageError
+from .schema import FunctionSchema, check_name, check_schema, schema_from_function
+from .tool import Result, Tool, ToolContext, ToolHandler, to_result
+
+__all__ = ["is_tool_factory", "tool", "tool_factory"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool = True,
+    idempotent: bool = False,
+    open_world: bool = True,
+    concurrent: bool = False,
+) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool = True,
+    idempotent: bool = False,
+    open_world: bool = True,
+    concurrent: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool = True,
+    idempotent: bool = False,
+    open_world: bool = True,
+    concurrent: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool` from a sync or async callable: `@tool`, `@tool(...)` or `tool(fn, ...)`.
+
+    Args:
+        fn: the function (or any callable); omitted when used as `@tool(...)`.
+        name: the tool's name; default `fn.__name__`. Must be 1-64 of `[A-Za-z0-9_-]`.
+        description: default: the docstring without its parameters section.
+        parameters: an explicit JSON Schema for the arguments, used instead of the one derived
+            from the type hints (it must describe an object whose properties the function takes).
+        title: a display title.
+        read_only, destructive, idempotent, open_world: MCP tool annotations.
+        concurrent: the tool may run alongside other calls in `execute_many`.
+
+    Returns:
+        The `Tool` (source "python"); `tool.meta["function"]` is the original callable.
+
+    Raises:
+        UsageError: a bad name, `*args`/`**kwargs`, a hint with no JSON Schema form.
+        ConfigError: `parameters` is not a valid object schema (field `parameters`).
+    """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "parameters": parameters,
+        "title": title,
+        "read_only": read_only,
+        "destructive": destructive,
+        "idempotent": idempotent,
+        "open_world": open_world,
+        "concurrent": concurrent,
+    }
+    if fn is None:
+        return lambda f: _build(f, **options)
+    return _build(fn, **options)
+
+
+def tool_factory(fn: F) -> F:
+    """Mark `fn` as a factory: a callable with no required arguments returning Tools.
+
+    A manifest entry `python: module:attr` calls a factory to get its tools instead of turning
+    the callable itself into one tool. A return annotation of `Tool`, `list[Tool]` (or another
+    sequence of Tools) marks a factory too.
+    """
+    fn.toolnexus_factory = True  # type: ignore[attr-defined]
+    return fn
+
+
+def is_tool_factory(obj: object) -> bool:
+    """True when `obj` is marked by `@tool_factory` or annotated to return Tools."""
+    if not callable(obj):
+        return False
+    if getattr(obj, "toolnexus_factory", False) is True:
+        return True
+    try:
+        hints = inspect.get_annotations(obj, eval_str=True)  # type: ignore[arg-type]
+    except (NameError, TypeError, AttributeError, SyntaxError):
+        return False
+    return _returns_tools(hints.get("return"))
+
+
+def _returns_tools(hint: Any) -> bool:
+    import typing
+
+    if hint is Tool:
+        return True
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is None or not args:
+        return False
+    import collections.abc as cabc
+
+    if origin in (list, tuple, cabc.Sequence, cabc.Iterable, cabc.Iterator, cabc.Collection):
+        return args[0] is Tool
+    return False
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    parameters: Mapping[str, Any] | None,
+    title: str | None,
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+    concurrent: bool,
+) -> Tool:
+    if isinstance(fn, Tool):
+        raise UsageError(
+            f"{fn.name!r} is already a Tool; use dataclasses.replace(tool, ...) to change it"
+        )
+    if not callable(fn):
+        raise UsageError(f"tool() needs a function or other callable, not {type(fn).__name__}")
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise UsageError(
+            f"{_label(fn)} is a generator: a tool returns one value; collect the items into a "
+            "list (or return a string) instead"
+        )
+    tool_name = check_name(name if name is not None else _default_name(fn))
+    explicit: dict[str, Any] | None = None
+    if parameters is not None:
+        explicit = copy.deepcopy(dict(parameters))
+        if explicit.get("type") != "object":
+            raise ConfigError(
+                'a tool\'s parameters must be an object schema ({"type": "object", '
+                f'"properties": {{...}}}}), got type {explicit.get("type")!r}',
+                field="parameters",
+            )
+        check_schema(explicit, field="parameters")
+    fs = schema_from_function(fn, parameters=explicit)
+    return Tool(
+        name=tool_name,
+        handler=_handler(fn, fs),
+        description=description if description is not None else (fs.description or ""),
+        parameters=fs.parameters,
+        source="python",
+        title=title,
+        read_only=read_only,
+        destructive=destructive,
+        idempotent=idempotent,
+        open_world=open_world,
+        concurrent=concurrent,
+        origin=_origin(fn),
+        meta={"function": fn},
+    )
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None)
+    if name is None:
+        inner = getattr(fn, "func", None)  # functools.partial
+        name = getattr(inner, "__name__", None) or type(fn).__name__
+    if name == "<lambda>":
+        raise UsageError("a lambda has no usable name: pass tool(fn, name=...)")
+    return str(name)
+
+
+def _label(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    target = getattr(fn, "func", fn)
+    module = getattr(target, "__module__", None) or "?"
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}:{qualname}"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # a callable object whose __call__ is async
+    return not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _handler(fn: Callable[..., Any], fs: FunctionSchema) -> ToolHandler:
+    """The cheapest handler that calls `fn` correctly for this signature."""
+    plain = not fs.converters and not fs.positional and not fs.fill
+    ctx_name = fs.context_param
+    bind = fs.bind
+    if _is_async(fn):
+        if plain and ctx_name is None:
+
+            async def run_async(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+                return to_result(await fn(**arguments))
+
+            return run_async
+        if plain:
+
+            async def run_async_ctx(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+                return to_result(await fn(**arguments, **{ctx_name: ctx}))
+
+            return run_async_ctx
+
+        async def run_async_bound(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+            args, kwargs = bind(arguments, ctx)
+            return to_result(await fn(*args, **kwargs))
+
+        return run_async_bound
+
+    async def run_sync(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+        args, kwargs = bind(arguments, ctx)
+        value = await asyncio.to_thread(fn, *args, **kwargs)
+        if inspect.isawaitable(value):
+            # a sync callable that hands back a coroutine (a partial of an async function...)
+            value = await value
+        return to_result(value)
+
+    return run_sync
