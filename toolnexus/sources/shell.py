@@ -1,0 +1,325 @@
+"""Shell tools: a manifest entry with `command:` becomes a tool that runs one program.
+
+```yaml
+- name: list_dir
+  command: [ls, -la, "{long?-l}", "--", "{path}"]   # argv: an argument is one element
+  cwd: "{dir?}"                                      # confined to the workspace
+  env: {LANG: C, TARGET: "{path}"}                   # each value is one variable
+  stdin: "{text?}"
+  ok_exit_codes: [0, 1]
+  max_output: 30000
+- name: count_lines
+  shell: true                                        # a script, run as: sh -c SCRIPT NAME ARGS...
+  command: 'wc -l -- "$1" | tr -s " "'
+  args: ["{path}"]                                   # reach the script as "$1", "$2"...
+  env: {PATTERN: "{pattern}"}                        # or as "$PATTERN"
+```
+
+Placeholders follow `_template.py`: `{x}`, `{x?}` (leave the element out when absent),
+`{x?--flag}` / `{x?--yes|--no}` (booleans), `{x...}` (one element per list item), `{{ }}`.
+Every argument value ends up inside exactly the argv element (or variable) its placeholder is
+in: no shell ever parses it, so `; rm -rf /`, `$(...)`, backticks, quotes and newlines are
+plain text. A value starting with `-` is still one element, but the program may read it as an
+option: put `--` before such positions when the program supports it. A NUL character cannot be
+passed in argv or the environment: such a call is refused with an error the model can read.
+
+With `shell: true`, `command` is a script that is never templated: arguments reach it only as
+positional parameters (`args:`) and environment variables (`env:`), which the script should
+quote ("$1", "$NAME"). A script that mentions `{param}` is refused at build time.
+
+The result's content is stdout, then stderr under a `[stderr]` line, then `exit code N` when
+the command failed; a command that exits with a code outside `ok_exit_codes` (default `[0]`) or
+that timed out is an error result. `max_output` bounds each stream (head and tail are kept,
+with a note of how many bytes were left out between them). Metadata: exit_code, duration,
+truncated, timed_out, mechanism (the sandbox that confined it) and unconfined.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ToolError
+from ..process import ProcessResult, run_process
+from ..sandbox import SandboxPolicy, confine_path
+from ..tool import Result, Tool, ToolContext
+from . import BuildContext
+from ._template import (
+    Parameters,
+    Template,
+    find_script_placeholders,
+    parse_template,
+    render_scalar,
+)
+
+__all__ = ["build_shell_tool"]
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a command may run when neither the entry nor `defaults` set a timeout."""
+DEFAULT_MAX_OUTPUT = 30_000
+"""Bytes of each stream (stdout, stderr) kept, head and tail, when the entry does not say."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Command:
+    """A compiled shell entry: everything a call needs, checked at build time."""
+
+    name: str
+    argv: tuple[Template, ...]
+    cwd: Template | None
+    env: tuple[tuple[str, Template], ...]
+    stdin: Template | None
+    ok_exit_codes: frozenset[int]
+    timeout: float
+    max_output: int
+    parameters: Parameters
+    sandbox: SandboxPolicy | None
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Result:
+        args = self.parameters.with_defaults(arguments)
+        argv = [text for template in self.argv for text in template.render_each(args)]
+        for index, element in enumerate(argv):
+            _refuse_nul(element, f"argv element {index}")
+        env: dict[str, str] = {}
+        for key, template in self.env:
+            value = template.render(args)
+            if value is not None:
+                env[key] = _refuse_nul(value, f"environment variable {key}")
+        stdin = None
+        if self.stdin is not None:
+            text = self.stdin.render(args)
+            stdin = None if text is None else text.encode()
+        cwd = self._cwd(args, ctx)
+        timeout = self.timeout
+        remaining = ctx.remaining()
+        if remaining is not None:
+            timeout = min(timeout, remaining)
+        sandbox = ctx.sandbox if ctx.sandbox is not None else self.sandbox
+        done = await run_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            max_output=self.max_output,
+            sandbox=sandbox,
+            workspace=ctx.workspace,
+        )
+        return self._result(done, timeout)
+
+    def _cwd(self, args: Mapping[str, Any], ctx: ToolContext) -> Path:
+        if self.cwd is None:
+            return ctx.workspace
+        text = self.cwd.render(args)
+        if text is None:
+            return ctx.workspace
+        _refuse_nul(text, "the working directory")
+        # Confinement to the workspace (and extra roots) is checked here; the sandbox, if any,
+        # decides separately what the command may touch once it runs.
+        path = confine_path(text, workspace=ctx.workspace, roots=ctx.roots)
+        if not path.is_dir():
+            raise ToolError(f"working directory {text!r} is not an existing folder")
+        return path
+
+    def _result(self, done: ProcessResult, timeout: float) -> Result:
+        parts: list[str] = []
+        if done.stdout:
+            parts.append(done.stdout.rstrip("\n"))
+        if done.stderr:
+            parts.append("[stderr]\n" + done.stderr.rstrip("\n"))
+        failed = done.timed_out or done.exit_code not in self.ok_exit_codes
+        if done.timed_out:
+            parts.append(f"timed out after {timeout:g}s: the command and its children were killed")
+        elif done.exit_code not in self.ok_exit_codes:
+            parts.append(f"exit code {done.exit_code}")
+        return Result(
+            content="\n".join(parts) if parts else "(no output)",
+            is_error=failed,
+            metadata={
+                "exit_code": done.exit_code,
+                "duration": done.duration,
+                "truncated": done.truncated,
+                "timed_out": done.timed_out,
+                "mechanism": done.mechanism,
+                "unconfined": done.unconfined,
+            },
+        )
+
+
+def _refuse_nul(text: str, where: str) -> str:
+    if "\0" in text:
+        raise ToolError(
+            f"{where} would contain a NUL character, which cannot be passed to a command; "
+            "remove it from the arguments"
+        )
+    return text
+
+
+def build_shell_tool(decl: Mapping[str, Any], ctx: BuildContext) -> Tool:
+    """Build the tool of one `command:` manifest entry.
+
+    Raises:
+        ConfigError: a bad command, placeholder, variable name, exit code list or sandbox.
+    """
+    name = decl["name"]
+    shell = decl.get("shell", False)
+    command = decl.get("command")
+    if shell:
+        argv = _script_argv(command, decl.get("args"), name)
+    else:
+        if decl.get("args") is not None:
+            raise ConfigError(
+                "args is only for shell: true scripts; put the arguments in command",
+                field="args",
+            )
+        argv = _argv(command)
+    cwd = _template(decl.get("cwd"), "cwd")
+    stdin = _template(decl.get("stdin"), "stdin")
+    env = _env(decl.get("env"))
+    templates = [*argv, *(t for _, t in env)]
+    templates += [t for t in (cwd, stdin) if t is not None]
+    parameters = decl.get("parameters")
+    params = (
+        Parameters.from_schema(parameters)
+        if parameters is not None
+        else Parameters.derive(templates)
+    )
+    for template in argv:
+        params.check(template, spread="element")
+    for template in templates[len(argv) :]:
+        params.check(template)
+    if shell:
+        found = find_script_placeholders(str(command), params.properties)
+        if found:
+            raise ConfigError(
+                f"the script mentions {', '.join(found)}, but a shell: true script is never "
+                "templated (splicing arguments into shell text would let them run as code); "
+                'pass the value with args: ["{...}"] and use "$1" in the script, or with '
+                'env: {NAME: "{...}"} and use "$NAME"',
+                field="command",
+            )
+    if ctx.sandbox is not None:
+        ctx.sandbox.check_process()
+    compiled = _Command(
+        name=name,
+        argv=tuple(argv),
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        ok_exit_codes=_exit_codes(decl.get("ok_exit_codes")),
+        timeout=_positive(ctx.timeout or DEFAULT_TIMEOUT, "timeout"),
+        max_output=int(_positive(decl.get("max_output", DEFAULT_MAX_OUTPUT), "max_output")),
+        parameters=params,
+        sandbox=ctx.sandbox,
+    )
+    program = "sh" if shell else _label(argv[0])
+    return Tool(
+        name=name,
+        handler=compiled.run,
+        description=decl.get("description") or _describe(argv, shell),
+        parameters=params.schema,
+        source="shell",
+        title=decl.get("title"),
+        read_only=decl.get("read_only", False),
+        destructive=decl.get("destructive", True),
+        idempotent=decl.get("idempotent", False),
+        open_world=decl.get("open_world", True),
+        concurrent=decl.get("concurrent", False),
+        sandbox=ctx.sandbox,
+        origin=ctx.origin,
+        meta={"program": program, "shell": bool(shell)},
+    )
+
+
+def _argv(command: Any) -> list[Template]:
+    if isinstance(command, str):
+        raise ConfigError(
+            "command is a string; give a list of argv elements ([git, status, '{path}']), or "
+            "set shell: true to run it as a sh script",
+            field="command",
+        )
+    if not isinstance(command, Sequence) or not command:
+        raise ConfigError("command must be a non-empty list of argv elements", field="command")
+    return [_element(item, f"command[{i}]") for i, item in enumerate(command)]
+
+
+def _script_argv(script: Any, args: Any, name: str) -> list[Template]:
+    if not isinstance(script, str) or not script.strip():
+        raise ConfigError(
+            "with shell: true, command must be the script text (a string)", field="command"
+        )
+    if args is not None and (isinstance(args, str) or not isinstance(args, Sequence)):
+        raise ConfigError("args must be a list of templated strings", field="args")
+    # sh -c SCRIPT NAME ARG...: NAME becomes $0 (used in the shell's own error messages).
+    fixed = [Template.literal(text, field="command") for text in ("sh", "-c", script, name)]
+    return fixed + [_element(item, f"args[{i}]") for i, item in enumerate(args or ())]
+
+
+def _element(item: Any, field: str) -> Template:
+    if isinstance(item, str):
+        return parse_template(item, field=field)
+    if isinstance(item, bool | int | float):
+        return Template.literal(render_scalar(item), field=field)
+    raise ConfigError(f"argv elements must be strings, not {type(item).__name__}", field=field)
+
+
+def _template(value: Any, field: str) -> Template | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{field} must be a string (a template)", field=field)
+    return parse_template(value, field=field)
+
+
+def _env(value: Any) -> tuple[tuple[str, Template], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ConfigError("env must be a mapping of variable names to values", field="env")
+    env: list[tuple[str, Template]] = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            raise ConfigError(
+                f"{key!r} is not a valid variable name (letters, digits and _, not starting "
+                "with a digit)",
+                field=f"env.{key}",
+            )
+        env.append((key, _element(item, f"env.{key}")))
+    return tuple(env)
+
+
+def _exit_codes(value: Any) -> frozenset[int]:
+    if value is None:
+        return frozenset({0})
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ConfigError(
+            "ok_exit_codes must be a non-empty list of integers", field="ok_exit_codes"
+        )
+    codes = set()
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise ConfigError(
+                f"ok_exit_codes holds {item!r}; exit codes are integers", field="ok_exit_codes"
+            )
+        codes.add(item)
+    return frozenset(codes)
+
+
+def _positive(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"expected a positive number, not {value!r}", field=field)
+    return float(value)
+
+
+def _label(template: Template) -> str:
+    return "".join(p if isinstance(p, str) else p.written() for p in template.pieces)
+
+
+def _describe(argv: Sequence[Template], shell: bool) -> str:
+    if shell:
+        return "Run a shell script."
+    return "Run: " + " ".join(_label(t) for t in argv)
