@@ -52,6 +52,22 @@ _KINDS: dict[str, ToolKind] = {
 # `timeout` there are not durations.
 _OPAQUE = frozenset({"parameters", "when", "env", "headers", "query", "body", "with", "set"})
 _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list})
+_UNITS: dict[str, str | None] = {}
+
+
+def _unit(key: str) -> str | None:
+    """`unit_of`, memoised: the same few keys come up thousands of times."""
+    try:
+        return _UNITS[key]
+    except KeyError:
+        unit = unit_of(key)
+        if len(_UNITS) < 4096:
+            _UNITS[key] = unit
+        return unit
+
+
 _MCP_TRANSPORTS = {
     None: None,
     "stdio": "stdio",
@@ -271,7 +287,8 @@ class _Loader:
         self, value: Any, path: NodePath, ctx: _File, bad: set[NodePath], units: bool
     ) -> Any:
         """A copy of `value` with strings interpolated and unit keys normalised."""
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str or (kind not in _CONTAINERS and isinstance(value, str)):
             if "${" not in value:
                 return value
             text, problems = interpolate(value, self.env)
@@ -280,20 +297,27 @@ class _Loader:
             if problems:
                 bad.add(path)
             return text
-        if isinstance(value, Mapping):
+        if kind is dict or (kind not in _LEAVES and isinstance(value, Mapping)):
             out: dict[str, Any] = {}
             for raw_key, item in value.items():
-                key = raw_key if isinstance(raw_key, str) else str(raw_key)
-                sub = (*path, key)
-                unit = unit_of(key) if units else None
-                if unit is not None and not isinstance(item, Mapping | list | tuple):
-                    out[key] = self.unit(
-                        unit, self.prepare(item, sub, ctx, bad, False), sub, ctx, bad
-                    )
+                key = raw_key if type(raw_key) is str else str(raw_key)
+                unit = _unit(key) if units else None
+                item_kind = type(item)
+                if item_kind in _LEAVES and unit is None:
+                    # the common case, kept free of calls and path tuples
+                    if item_kind is str and "${" in item:
+                        out[key] = self.prepare(item, (*path, key), ctx, bad, False)
+                    else:
+                        out[key] = item
+                elif unit is not None and item_kind not in _CONTAINERS:
+                    sub = (*path, key)
+                    text = self.prepare(item, sub, ctx, bad, False)
+                    out[key] = self.unit(unit, text, sub, ctx, bad)
                 else:
-                    out[key] = self.prepare(item, sub, ctx, bad, units and key not in _OPAQUE)
+                    sub_units = units and key not in _OPAQUE
+                    out[key] = self.prepare(item, (*path, key), ctx, bad, sub_units)
             return out
-        if isinstance(value, list | tuple):
+        if kind is list or (kind not in _LEAVES and isinstance(value, list | tuple)):
             return [self.prepare(v, (*path, i), ctx, bad, units) for i, v in enumerate(value)]
         return value
 
