@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from toolnexus.errors import ConfigError, ToolError
+from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.http import build_http_tool, translate_httpx_error
 from toolnexus.tool import Result, Tool, ToolContext
@@ -53,8 +54,10 @@ def ctx(tmp_path: Path, client: httpx.AsyncClient) -> BuildContext:
     return BuildContext(workspace=tmp_path, base_dir=tmp_path, http_client=lambda: client)
 
 
-def make(ctx: BuildContext, http: dict[str, Any], parameters: dict[str, Any] | None = None) -> Tool:
-    decl: dict[str, Any] = {"name": "t", "http": http}
+def make(
+    ctx: BuildContext, http: dict[str, Any], parameters: dict[str, Any] | None = None, **entry: Any
+) -> Tool:
+    decl: dict[str, Any] = {"name": "t", "http": http, **entry}
     if parameters is not None:
         decl["parameters"] = parameters
     return build_http_tool(decl, ctx)
@@ -322,7 +325,7 @@ async def test_overload_statuses_are_retryable(ctx: BuildContext, server: Any, s
 
 
 async def test_an_endless_body_is_cut_at_max_response(ctx: BuildContext, server: Any) -> None:
-    tool = make(ctx, {"url": f"{server.url}/endless", "max_response": 100_000, "max_output": 10**6})
+    tool = make(ctx, {"url": f"{server.url}/endless", "max_response": 100_000}, max_output=10**6)
     result = await call(tool)
     assert not result.is_error
     assert result.metadata["truncated"] is True
@@ -341,7 +344,7 @@ async def test_a_cut_json_body_cannot_be_picked(ctx: BuildContext, server: Any) 
 
 
 async def test_long_output_keeps_head_and_tail(ctx: BuildContext, server: Any) -> None:
-    tool = make(ctx, {"url": f"{server.url}/big-text?n=50000", "max_output": 1000})
+    tool = make(ctx, {"url": f"{server.url}/big-text?n=50000"}, max_output=1000)
     result = await call(tool)
     assert result.content.startswith("HEAD") and result.content.endswith("TAIL")
     assert "[... 49,000 characters cut ...]" in result.content
@@ -400,6 +403,21 @@ async def test_a_templated_host_must_be_allowed(ctx: BuildContext, server: Any) 
     assert (await call(whole, url=f"{server.url}/json?a=1")).structured == server_module.DOCUMENT
     with pytest.raises(ToolError, match="must use http or https, not 'file'"):
         await call(whole, url="file:///etc/passwd")
+
+
+async def test_a_sandbox_host_list_narrows_allow_hosts(tmp_path: Path, server: Any) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    http = {"url": f"http://{{host}}:{port}/json", "allow_hosts": ["127.0.0.1", "localhost"]}
+    narrow = SandboxPolicy(network=("127.0.0.*",))
+    ctx = BuildContext(workspace=tmp_path, base_dir=tmp_path, sandbox=narrow)
+    tool = make(ctx, http, strings("host"))
+    assert (await call(tool, host="127.0.0.1")).structured == server_module.DOCUMENT
+    with pytest.raises(ToolError, match=r"host 'localhost' are not allowed .*: 127\.0\.0\.\*"):
+        await call(tool, host="localhost")
+    cut = BuildContext(workspace=tmp_path, base_dir=tmp_path, sandbox=SandboxPolicy(network=False))
+    with pytest.raises(ConfigError, match="could never make a request") as info:
+        make(cut, http, strings("host"))
+    assert info.value.field == "sandbox.network"
 
 
 # --- failures --------------------------------------------------------------------------------

@@ -207,6 +207,8 @@ class Endpoint:
     follow_redirects: bool = False
     allow_hosts: tuple[str, ...] = ()
     """Lower-case host names or globs (`*.example.com`) requests may go to."""
+    network: tuple[str, ...] | None = None
+    """The sandbox's host list, when it has one: a host must be on both lists."""
     parameters: Parameters
     client: Callable[[], httpx.AsyncClient] | None = None
     """The toolkit's shared client; None makes a client per call."""
@@ -285,11 +287,12 @@ class Endpoint:
 
     def _check_host(self, url: httpx.URL) -> None:
         host = url.host.lower()
-        if not any(fnmatch.fnmatchcase(host, pattern) for pattern in self.allow_hosts):
-            allowed = ", ".join(self.allow_hosts) or "none"
-            raise ToolError(
-                f"requests to host {host!r} are not allowed for this tool (allowed: {allowed})"
-            )
+        for hosts in (self.allow_hosts, self.network):
+            if hosts is not None and not any(fnmatch.fnmatchcase(host, p) for p in hosts):
+                allowed = ", ".join(hosts) or "none"
+                raise ToolError(
+                    f"requests to host {host!r} are not allowed for this tool (allowed: {allowed})"
+                )
 
     def _content(self, args: Mapping[str, Any]) -> dict[str, Any]:
         body = self.body
@@ -540,7 +543,9 @@ def build_http_tool(decl: Mapping[str, Any], ctx: BuildContext) -> Tool:
     spec = decl.get("http")
     if not isinstance(spec, Mapping):
         raise ConfigError("http must be a mapping with at least a url", field="http")
-    endpoint = compile_endpoint(spec, decl.get("parameters"), ctx, field="http")
+    endpoint = compile_endpoint(
+        spec, decl.get("parameters"), ctx, field="http", max_output=decl.get("max_output")
+    )
     method = endpoint.method
     safe = method in _SAFE_METHODS
     return Tool(
@@ -566,10 +571,12 @@ def compile_endpoint(
     ctx: BuildContext,
     *,
     field: str,
+    max_output: int | None = None,
 ) -> Endpoint:
     """Parse and check an `http:` block into an `Endpoint`.
 
-    `parameters` None derives the arguments schema from the placeholders.
+    `parameters` None derives the arguments schema from the placeholders; `max_output` is the
+    entry's own (it sits beside `http:`, as it does beside a shell tool's `command:`).
     """
     method = str(spec.get("method", "GET")).upper()
     if method not in _METHODS:
@@ -631,14 +638,31 @@ def compile_endpoint(
         max_response=int(
             _positive(spec.get("max_response", DEFAULT_MAX_RESPONSE), f"{field}.max_response")
         ),
-        max_output=int(
-            _positive(spec.get("max_output", DEFAULT_MAX_OUTPUT), f"{field}.max_output")
-        ),
+        max_output=int(_positive(max_output or DEFAULT_MAX_OUTPUT, "max_output")),
         follow_redirects=bool(spec.get("follow_redirects", False)),
         allow_hosts=allow_hosts(spec.get("allow_hosts"), url, f"{field}.allow_hosts"),
+        network=sandbox_hosts(ctx),
         parameters=params,
         client=ctx.http_client,
     )
+
+
+def sandbox_hosts(ctx: BuildContext) -> tuple[str, ...] | None:
+    """The hosts a sandbox block lets an HTTP tool reach (None: no limit beyond allow_hosts).
+
+    Raises:
+        ConfigError: the sandbox says `network: false`, which no HTTP tool can honour usefully.
+    """
+    if ctx.sandbox is None or ctx.sandbox.network is True:
+        return None
+    if ctx.sandbox.network is False:
+        raise ConfigError(
+            "network is false (in the tool's sandbox block or defaults.sandbox), so this HTTP "
+            "tool could never make a request; list the hosts it may reach instead, e.g. "
+            "network: [api.example.com]",
+            field="sandbox.network",
+        )
+    return tuple(host.lower() for host in ctx.sandbox.network)
 
 
 def check_url(url: Template, params: Parameters) -> None:
