@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 import collections.abc
 import copy
+import dataclasses
+import enum
 import json
 from pathlib import Path
 from types import UnionType
 from typing import (
     Annotated,
     Any,
+    Literal,
     NotRequired,
     Required,
     Union,
@@ -63,6 +66,7 @@ from toolnexus.adapters import (
     strict_schema,
 )
 from toolnexus.errors import UsageError
+from toolnexus.function import tool
 from toolnexus.tool import (
     AudioPart,
     ImagePart,
@@ -355,7 +359,8 @@ def test_strict_schema_closes_objects_requires_everything_and_makes_optionals_nu
         "exclusiveMaximum": 101,
         "description": "(default: 10)",
     }
-    assert props["mode"] == {"enum": ["fast", "deep", None]}
+    # a bare enum gets the type of its values: newer models refuse schemas without a type
+    assert props["mode"] == {"enum": ["fast", "deep", None], "type": ["string", "null"]}
     assert props["tags"] == {
         "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]
     }
@@ -368,7 +373,13 @@ def test_strict_schema_closes_objects_requires_everything_and_makes_optionals_nu
     assert inner["required"] == ["path", "kind"]
     assert inner["properties"]["path"] == {"type": "string"}  # uri-reference is not supported
     assert inner["properties"]["kind"] == {"type": ["integer", "null"], "enum": [1, 2, 3, None]}
-    assert props["sort"] == {"anyOf": [{"const": "date"}, {"const": "score"}, {"type": "null"}]}
+    assert props["sort"] == {
+        "anyOf": [
+            {"const": "date", "type": "string"},
+            {"const": "score", "type": "string"},
+            {"type": "null"},
+        ]
+    }
     assert strict["$defs"]["Filter"]["additionalProperties"] is False
     assert SEARCH_PARAMETERS["properties"]["query"]["minLength"] == 1  # the input is untouched
 
@@ -497,6 +508,114 @@ def test_a_tool_that_cannot_be_strict_is_sent_non_strict_and_the_others_stay_str
     assert chat[1]["function"] == {"name": "request", "parameters": free_form, "strict": False}
     responses = openai_responses_tools([mapper], strict=True)
     assert responses[0]["strict"] is False and responses[0]["parameters"] is free_form
+
+
+class Size(enum.IntEnum):
+    SMALL = 1
+    LARGE = 2
+
+
+@dataclasses.dataclass
+class Region:
+    left: int
+    top: int
+    width: int = 100
+
+
+@tool
+def capture(
+    window: str,
+    size: Size = Size.SMALL,
+    tags: list[str] | None = None,
+    region: Region | None = None,
+    fmt: Literal["png", "jpeg"] = "png",
+) -> str:
+    """Capture a window.
+
+    Args:
+        window: the window title.
+        tags: labels to attach.
+    """
+    return json.dumps({"window": window, "tags": tags, "region": region is not None})
+
+
+def test_derived_schemas_convert_for_strict_mode_and_gemini() -> None:
+    """Schemas derived from type hints (`list[str] | None` is `type: [array, null]`) come out
+    in the forms each provider accepts."""
+    (definition,) = openai_chat_tools([capture], strict=True)
+    assert definition["function"]["strict"] is True
+    assert_conforms(chat_types.ChatCompletionToolParam, definition)
+    params = definition["function"]["parameters"]
+    jsonschema.Draft202012Validator.check_schema(params)
+    props = params["properties"]
+    assert params["required"] == ["window", "size", "tags", "region", "fmt"]
+    # strict mode refuses `type: ["array", "null"]` ("array schema missing items")
+    assert props["tags"]["anyOf"] == [
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "null"},
+    ]
+    assert props["tags"]["description"] == "labels to attach."
+    region = props["region"]["anyOf"][0]
+    assert region["type"] == "object" and region["required"] == ["left", "top", "width"]
+    assert region["properties"]["width"]["type"] == ["integer", "null"]
+    assert props["size"]["enum"] == [1, 2, None]
+    validator = jsonschema.Draft202012Validator(params)
+    assert validator.is_valid(
+        {"window": "w", "size": None, "tags": None, "region": None, "fmt": None}
+    )
+    (declarations,) = gemini_tools([capture])
+    gemini_types.Tool.model_validate(declarations)
+    gemini_props = declarations["function_declarations"][0]["parameters"]["properties"]
+    assert gemini_props["tags"] == {
+        "nullable": True,
+        "type": "ARRAY",
+        "items": {"type": "STRING"},
+        "description": "labels to attach.",
+        "default": None,
+    }
+    assert gemini_props["size"]["description"] == "One of: 1, 2"
+    assert gemini_props["fmt"]["enum"] == ["png", "jpeg"]
+
+
+@pytest.mark.anyio
+async def test_a_strict_call_to_a_derived_tool_runs(tmp_path: Path) -> None:
+    arguments = {"window": "w", "size": None, "tags": None, "region": None, "fmt": None}
+    call = ToolCall(name="capture", arguments=json.dumps(arguments), id="call_1")
+    async with await acreate_toolkit(extra_tools=[capture], workspace=tmp_path) as toolkit:
+        (result,) = await toolkit.aexecute_many([call])
+    assert not result.is_error, result.content
+    assert json.loads(result.content) == {"window": "w", "tags": None, "region": False}
+
+
+def test_gemini_json_schema_mode_sends_schemas_unchanged() -> None:
+    (declarations,) = gemini_tools(TOOLS, json_schema=True)
+    tool_ = gemini_types.Tool.model_validate(declarations)
+    by_name = {d.name: d for d in tool_.function_declarations or []}
+    assert by_name["search"].parameters_json_schema == SEARCH_PARAMETERS
+    assert by_name["search"].parameters is None
+    assert by_name["screenshot"].parameters_json_schema == empty_parameters()
+
+
+def test_gemini_free_form_objects_say_their_keys_are_free() -> None:
+    converted = gemini_schema(
+        {
+            "type": "object",
+            "properties": {
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "extra": {"type": "object"},
+                "closed": {"type": "object", "additionalProperties": False},
+            },
+        }
+    )
+    gemini_types.Schema.model_validate(converted)
+    assert converted["properties"] == {
+        "headers": {
+            "type": "OBJECT",
+            "description": "An object with keys of your choice whose values are of type STRING.",
+        },
+        "extra": {"type": "OBJECT", "description": "An object with keys of your choice."},
+        "closed": {"type": "OBJECT"},
+    }
 
 
 def test_a_tool_without_arguments_is_strict_too() -> None:

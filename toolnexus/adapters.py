@@ -146,19 +146,26 @@ def anthropic_tools(tools: Iterable[Tool]) -> list[Message]:
     return result
 
 
-def gemini_tools(tools: Iterable[Tool]) -> list[Message]:
+def gemini_tools(tools: Iterable[Tool], *, json_schema: bool = False) -> list[Message]:
     """Tool definitions for Gemini: `[{"function_declarations": [...]}]`, ready for
     `GenerateContentConfig(tools=...)` of `google-genai` (or the REST `tools` field).
 
-    Each schema goes through `gemini_schema`. A tool without parameters gets no `parameters`
-    at all: Gemini rejects an OBJECT schema with empty `properties`.
+    Args:
+        tools: the tools to offer, in the order given.
+        json_schema: send each schema unchanged as `parameters_json_schema`, which newer
+            Gemini models accept (full JSON Schema: `$ref`, `additionalProperties`, maps...).
+            By default each schema goes through `gemini_schema` into `parameters`, which every
+            Gemini model and Vertex AI accept; a tool without parameters then gets none at
+            all, since Gemini rejects an OBJECT schema with empty `properties`.
     """
     declarations: list[Message] = []
     for tool in tools:
         declaration: Message = {"name": tool.name}
         if tool.description:
             declaration["description"] = tool.description
-        if tool.parameters.get("properties"):
+        if json_schema:
+            declaration["parameters_json_schema"] = tool.parameters
+        elif tool.parameters.get("properties"):
             declaration["parameters"] = gemini_schema(tool.parameters)
         declarations.append(declaration)
     return [{"function_declarations": declarations}] if declarations else []
@@ -226,7 +233,10 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     - a property that was optional becomes nullable: `type: [T, "null"]` for scalars,
       `anyOf: [..., {"type": "null"}]` for objects, arrays, `$ref`s and unions (and `null`
       joins its `enum`). The executor drops those nulls before validating (they mean "not
-      given");
+      given"). A nullable object or array already written `type: [T, "null"]` is rewritten
+      the `anyOf` way too, the only one strict mode accepts for them;
+    - a schema of only `enum` or `const` gets the `type` of its values (newer models require
+      a `type` outside unions and `$ref`s);
     - `$ref` to `#`, `#/$defs/...` or `#/definitions/...` stays (strict mode supports them,
       recursion included); a `$ref` with sibling keywords or to another place is inlined;
     - `oneOf` becomes `anyOf`; an `allOf` of one schema is merged in; `prefixItems` become
@@ -303,6 +313,13 @@ def _strict(
         node["type"] = "object"
     elif not types and ("items" in node or "prefixItems" in node):
         node["type"] = "array"
+    elif not types and ("enum" in node or "const" in node):
+        # newer models refuse a schema without `type` unless it is a union or a $ref
+        values = node["enum"] if "enum" in node else [node["const"]]
+        inferred = list(dict.fromkeys(_json_type(v) for v in values))
+        if "integer" in inferred and "number" in inferred:
+            inferred.remove("integer")
+        node["type"] = inferred[0] if len(inferred) == 1 else inferred
     types = _types(node)
     if "object" in types:
         _strict_object(node, root, path, inlining, is_root=is_root)
@@ -330,7 +347,13 @@ def _strict(
         node["description"] = f"{node.get('description', '')} (default: {shown})".lstrip()
     if node.get("format") not in _STRICT_FORMATS:
         node.pop("format", None)
-    return {key: value for key, value in node.items() if key in _STRICT_KEYWORDS}
+    kept = {key: value for key, value in node.items() if key in _STRICT_KEYWORDS}
+    if "null" in types and types & {"object", "array"}:
+        # `type: ["array", "null"]` is refused ("array schema missing items"): say it with anyOf
+        declared = [t for t in kept["type"] if t != "null"]
+        kept["type"] = declared[0] if len(declared) == 1 else declared
+        return _nullable(kept)
+    return kept
 
 
 def _strict_object(
@@ -405,6 +428,20 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {**outer, "anyOf": [inner, {"type": "null"}]}
 
 
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 def _types(node: Mapping[str, Any]) -> set[str]:
     declared = node.get("type")
     if declared is None:
@@ -477,8 +514,9 @@ def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
       conditionals, `$schema`, `$id`, `$comment` and every other keyword not listed in
       `google.genai.types.Schema`.
 
-    Objects without properties (free-form maps) stay bare `OBJECT`s: Gemini has no way to say
-    "any keys" and may refuse them.
+    Objects without properties (free-form maps) stay bare `OBJECT`s with a description saying
+    the keys are free (and the values' type): Gemini has no way to say "any keys" and may
+    refuse them; `gemini_tools(json_schema=True)` sends such schemas as they are.
     """
     return _gemini(schema, schema, frozenset())
 
@@ -582,6 +620,12 @@ def _gemini(node: Any, root: Mapping[str, Any], expanding: frozenset[str]) -> di
     fmt = node.pop("format", None)
     if fmt in _GEMINI_FORMATS.get(out.get("type", ""), ()):
         out["format"] = fmt
+    extra = node.get("additionalProperties", True)
+    if out.get("type") == "OBJECT" and "properties" not in out and extra is not False:
+        # Gemini has no way to say "any keys": at least tell the model in words
+        value_type = _gemini_type(extra) if isinstance(extra, Mapping) else None
+        kind = f" whose values are of type {value_type['type']}" if value_type else ""
+        notes.append(f"An object with keys of your choice{kind}.")
 
     for key, value in node.items():
         name = _GEMINI_RENAMED.get(key, key)
