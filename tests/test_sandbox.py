@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -209,20 +210,37 @@ async def test_network_off_blocks_a_connection_to_a_local_server(
 
     server = await asyncio.start_server(greet, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.setblocking(False)
+    udp_port = udp.getsockname()[1]
     client = (
-        f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); "
-        "print(s.recv(100).decode())"
+        "import socket\n"
+        "try:\n"
+        "    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"    u.sendto(b'udp-datagram', ('127.0.0.1', {udp_port}))\n"
+        "except OSError as e:\n"
+        "    print('udp', e)\n"
+        f"s = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+        "print(s.recv(100).decode())\n"
     )
-    async with server:
-        result = await run_process(
-            [sys.executable, "-c", client],
-            cwd=ws,
-            timeout=20,
-            max_output=10_000,
-            sandbox=SandboxPolicy(network=network),
-            workspace=ws,
-        )
+    with udp:
+        async with server:
+            result = await run_process(
+                [sys.executable, "-c", client],
+                cwd=ws,
+                timeout=20,
+                max_output=10_000,
+                sandbox=SandboxPolicy(network=network),
+                workspace=ws,
+            )
+        try:
+            datagram = udp.recv(100)
+        except BlockingIOError:
+            datagram = b""
     assert result.mechanism == mechanism
+    # The datagram was sent before the TCP connection succeeded: it is there if it ever will be.
+    assert datagram == (b"udp-datagram" if network else b"")
     if network:
         assert "hello from the host" in result.stdout, result.stderr
     else:

@@ -179,6 +179,64 @@ def _drop_capabilities() -> None:
     _check(libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
 
 
+# seccomp: refuse socket(AF_INET/AF_INET6, ...) (UDP too, which Landlock's TCP rules miss) and
+# io_uring (which can open sockets without the socket syscall); everything else is allowed.
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_EACCES = 13
+_ARCHES = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
+    "x86_64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425),
+}
+SECCOMP_MACHINES = frozenset(_ARCHES)
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
+
+
+def _deny_inet_sockets() -> None:
+    machine = os.uname().machine
+    if machine not in _ARCHES:
+        raise OSError(0, f"no seccomp network filter for {machine}")
+    arch, nr_socket, nr_uring = _ARCHES[machine]
+    deny = _SECCOMP_RET_ERRNO | _EACCES
+    program = [
+        (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_BPF_JEQ_K, 1, 0, arch),
+        (_BPF_RET_K, 0, 0, deny),  # another ABI (32-bit compat): refuse the call
+        (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        (_BPF_JGE_K, 0, 1, 0x40000000),
+        (_BPF_RET_K, 0, 0, deny),  # x32 syscalls
+        (_BPF_JEQ_K, 0, 1, nr_uring),
+        (_BPF_RET_K, 0, 0, deny),
+        (_BPF_JEQ_K, 0, 4, nr_socket),
+        (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0] (the address family), low half
+        (_BPF_JEQ_K, 1, 0, 2),  # AF_INET
+        (_BPF_JEQ_K, 0, 1, 10),  # AF_INET6
+        (_BPF_RET_K, 0, 0, deny),
+        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
+    prog = _SockFprog(len(program), filters)
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(
+        libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+        "prctl(PR_SET_SECCOMP)",
+    )
+
+
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, wanted in limits.items():
         which = getattr(resource, f"RLIMIT_{name}")
@@ -201,6 +259,8 @@ def main(argv: list[str]) -> int:
             if os.geteuid() == 0:
                 _drop_capabilities()
             _apply_landlock(config)
+        if config.get("no_inet"):
+            _deny_inet_sockets()
     except (OSError, ValueError) as exc:
         print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
         return 126

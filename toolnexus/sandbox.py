@@ -798,8 +798,8 @@ def _bwrap(
 
 
 def _landlock_lacks(policy: SandboxPolicy, abi: int) -> str:
-    if policy.network is False and abi < 4:
-        return f"Landlock ABI {abi} cannot restrict the network (needs ABI 4, Linux 6.7)"
+    if policy.network is False and os.uname().machine not in _lx.SECCOMP_MACHINES:
+        return f"no seccomp network filter for {os.uname().machine}"
     return ""
 
 
@@ -832,6 +832,7 @@ def _landlock(
         config["rules"] = rules
     if policy.network is False:
         config["net"] = _lx.NET_BIND_TCP | _lx.NET_CONNECT_TCP
+        config["no_inet"] = True
     if abi >= 6:
         # Signals and abstract Unix sockets stay inside the sandbox's own domain.
         config["scope"] = _lx.SCOPE_SIGNAL | (
