@@ -121,10 +121,19 @@ def _tagged(tag: str, value: str) -> Any:
 
 
 def _events(text: str) -> Iterator[Any]:
+    """Parser events, one C call each (`yaml.parse` makes two, through a generator)."""
     import yaml
 
-    loader_class = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-    return yaml.parse(text, Loader=loader_class)
+    loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)(text)
+    try:
+        end = yaml.events.StreamEndEvent
+        while True:
+            event = loader.get_event()
+            if event is None or type(event) is end:
+                return
+            yield event
+    finally:
+        loader.dispose()
 
 
 def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
