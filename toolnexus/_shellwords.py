@@ -216,6 +216,7 @@ class _Parser:
         size = 0
         expands = glob = quoted = False
         literal_prefix = -1
+        open_at: dict[str, int] = {}
 
         def add(text: str) -> None:
             nonlocal size
@@ -278,8 +279,14 @@ class _Parser:
                 add(self._backticks())
                 expands = True
             else:
-                if c in "*?[{":
+                if c in "*?":
                     glob = True
+                elif c in "[{":
+                    open_at[c] = size
+                elif c in "]}" and (start := open_at.get("[" if c == "]" else "{")) is not None:
+                    # `[ -d x ]` and find's `{}` are plain words; `[ab]`, `{a,b}` expand.
+                    inner = "".join(buf)[start + 1 :]
+                    glob |= (c == "]" and bool(inner)) or "," in inner or ".." in inner
                 add(c)
                 self.i += 1
         return _Word(

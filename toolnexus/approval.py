@@ -38,7 +38,7 @@ from ._shellwords import (
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from .tool import Tool
+    from .base import Tool
 
 __all__ = [
     "ApprovalPolicy",
@@ -434,13 +434,16 @@ def _compile_argument(name: str, spec: Any, field: str, strict: bool) -> _Test:
         spec = {k: v for k, v in spec.items() if k != "exists"}
         if not spec:
             return lambda args, ws: (get(args) is not _MISSING) is exists
-    value_test = _compile_matchers(spec, field, strict)
+    value_test = _compile_matchers(spec, field, strict, argument=name)
     if exists is False:
         return lambda args, ws: False  # `exists: false` with a matcher on the value: never
     return lambda args, ws: (v := get(args)) is not _MISSING and value_test(v, ws)
 
 
-def _compile_matchers(spec: Any, field: str, strict: bool) -> _ValueTest:
+def _compile_matchers(
+    spec: Any, field: str, strict: bool, argument: str | None = None
+) -> _ValueTest:
+    """`argument` is the argument's name when `spec` sits directly under it (for hints)."""
     if spec is None or isinstance(spec, str | int | float | bool):
         return _eq_test(spec)
     if isinstance(spec, list):
@@ -459,8 +462,8 @@ def _compile_matchers(spec: Any, field: str, strict: bool) -> _ValueTest:
         sub = _join(field, str(key))
         if key not in _MATCHERS:
             hint = _did_you_mean(str(key), _MATCHERS)
-            if not hint and "." not in field:
-                hint = f" (to match a nested value, name it `{field.rsplit('.', 1)[-1]}.{key}`)"
+            if not hint and argument is not None:
+                hint = f" (to match a nested value, name it `{argument}.{key}`)"
             raise ConfigError(
                 f"unknown matcher {key!r}{hint}; matchers are {', '.join(_MATCHERS)}", field=sub
             )
