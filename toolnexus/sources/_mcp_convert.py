@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError, ToolTimeout
-from ..tool import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
+from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
 
 if TYPE_CHECKING:
     import mcp_types

@@ -36,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import anyio
 
 from ..errors import ConfigError, SourceError, ToolError, UsageError
-from ..tool import Result, Tool, ToolContext, ToolHandler
+from ..base import Result, Tool, ToolContext, ToolHandler
 from ._mcp_convert import build_tools, leaf_exception, to_result, translate_error
 
 if TYPE_CHECKING:
@@ -116,6 +116,13 @@ class McpServerSpec:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     required: bool = False
     """True: toolkit creation fails when this server does not connect."""
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise UsageError(
+                f"McpServerSpec {self.name!r} needs exactly one of `command` (stdio) and `url` "
+                "(HTTP); McpServerSpec.from_mapping checks a manifest entry"
+            )
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -459,8 +466,9 @@ class McpServer:
     """A live connection to one MCP server, and the `Tool`s it provides.
 
     `start()` connects (bounded by `connect_timeout`), `tools()` lists the tools, `status`
-    reports the state, `aclose()` shuts the server down. Calls go through the `Tool`s. A
-    stdio server that dies is restarted on the next call; the result of that call carries
+    reports the state, `aclose()` shuts the server down. Calls go through the `Tool`s. When the
+    connection drops (a stdio server that dies, an HTTP server that went away), the next call
+    reconnects, after a backoff if reconnecting already failed; the result of that call carries
     `metadata["restarted"] = True`.
     """
 
@@ -472,7 +480,8 @@ class McpServer:
         workspace: Path,
         on_tools_changed: ToolsChangedCallback | None = None,
     ) -> None:
-        """
+        """Prepare the connection; nothing runs until `start()`.
+
         Args:
             spec: the server's configuration.
             sandbox: confines a stdio server's process (ignored for HTTP: nothing local runs).
@@ -490,6 +499,9 @@ class McpServer:
         self._last_error: str | None = None
         self._tools: list[Tool] = []
         self._conn: _Connection | None = None
+        """The connection calls use (possibly dead, until the next call restarts it)."""
+        self._live: set[_Connection] = set()
+        """Every connection whose task has not finished, including one still connecting."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._restart_lock = anyio.Lock()
         self._restarts = 0
@@ -546,7 +558,8 @@ class McpServer:
         try:
             await self._connect()
         except SourceError:
-            self._state = McpServerState.FAILED
+            if self._state is not McpServerState.CLOSED:
+                self._state = McpServerState.FAILED
             raise
 
     async def aclose(self) -> None:
@@ -555,8 +568,8 @@ class McpServer:
         self._state = McpServerState.CLOSED
         self._reason = None
         self._tools = []
-        if self._conn is not None:
-            self._close_connection(self._conn)
+        for conn in list(self._live):
+            self._close_connection(conn)
         while self._tasks:
             # Shielded: a cancelled caller must not leave the server's process behind.
             with anyio.CancelScope(shield=True):
@@ -566,6 +579,7 @@ class McpServer:
 
     async def _connect(self) -> _Connection:
         conn = _Connection(self._crashed)
+        self._live.add(conn)
         task = asyncio.get_running_loop().create_task(
             self._own(conn), name=f"toolnexus-mcp-{self.spec.name}"
         )
@@ -578,6 +592,9 @@ class McpServer:
         except BaseException:
             self._close_connection(conn)
             raise
+        if self._state is McpServerState.CLOSED:  # aclose() ran while this connected
+            self._close_connection(conn)
+            raise SourceError(f"MCP server '{self.spec.name}' was closed while it connected")
         if conn.alive:
             self._conn = conn
             return conn
@@ -596,15 +613,22 @@ class McpServer:
         conn.scope.cancel()
 
     async def _own(self, conn: _Connection) -> None:
-        """The connection's task: open it, serve until it ends, then clean up."""
-        # The server's stderr goes to a file: quoted when it fails, and kept out of the terminal.
-        if self.spec.transport == "stdio":
-            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as conn.stderr:
+        """The connection's task: open it, serve until it ends, then clean up.
+
+        A stdio server's stderr goes to a file: quoted when the server fails, and kept out of
+        the terminal of the agent that runs the toolkit.
+        """
+        try:
+            if self.spec.transport == "stdio":
+                with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+                    conn.stderr = errlog
+                    await self._serve(conn)
+                for folder in conn.cleanup:
+                    shutil.rmtree(folder, ignore_errors=True)
+            else:
                 await self._serve(conn)
-            for folder in conn.cleanup:
-                shutil.rmtree(folder, ignore_errors=True)
-        else:
-            await self._serve(conn)
+        finally:
+            self._live.discard(conn)
 
     async def _serve(self, conn: _Connection) -> None:
         from mcp import Client
@@ -680,6 +704,7 @@ class McpServer:
     def _describe_start_failure(self, conn: _Connection) -> str:
         import httpx2
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
         exc = leaf_exception(conn.error) if conn.error is not None else None
         tail = _quoted_stderr(conn.stderr_tail())
@@ -687,7 +712,7 @@ class McpServer:
             return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
         if isinstance(exc, PermissionError):
             return f"command {self.spec.command!r} is not executable: {exc}"
-        if isinstance(exc, MCPError) and "closed" in exc.error.message.lower():
+        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
             if self.spec.transport == "stdio":
                 return "the server exited during start-up" + tail
             return f"the server at {_redact_url(self.spec.url or '')} closed the connection"
@@ -699,6 +724,8 @@ class McpServer:
 
     def _install(self, listing: Sequence[mcp_types.Tool], protocol_version: str | None) -> bool:
         """Replace the tool list; True when it differs from the previous one."""
+        if self._state is McpServerState.CLOSED:
+            return False
         tools = build_tools(
             listing,
             server=self.spec.name,
@@ -710,9 +737,8 @@ class McpServer:
         changed = tools != self._tools
         self._tools = tools
         self._protocol_version = protocol_version
-        if self._state is not McpServerState.CLOSED:
-            self._state = McpServerState.READY
-            self._reason = None
+        self._state = McpServerState.READY
+        self._reason = None
         return changed
 
     def _crashed(self, conn: _Connection) -> None:
@@ -845,6 +871,8 @@ class McpServer:
             try:
                 new = await self._connect()
             except SourceError as exc:
+                if self._state is McpServerState.CLOSED:
+                    raise ToolError(f"the MCP server '{self.spec.name}' is closed") from exc
                 self._failures += 1
                 delay = _backoff(self._failures)
                 self._retry_at = time.monotonic() + delay
