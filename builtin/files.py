@@ -30,7 +30,7 @@ import anyio.to_thread
 # `from toolnexus import ...` once the names are exported at the top level.
 from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import confine_path
-from toolnexus.tool import ImagePart, Result, Tool, ToolContext
+from toolnexus.base import ImagePart, Result, Tool, ToolContext
 
 # --- end of toolnexus API imports.
 

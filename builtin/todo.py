@@ -14,7 +14,7 @@ from typing import Any
 
 # --- toolnexus API (see files.py: switch to `from toolnexus import ...` once exported).
 from toolnexus.errors import ToolError
-from toolnexus.tool import Result, Tool, ToolContext
+from toolnexus.base import Result, Tool, ToolContext
 
 # --- end of toolnexus API imports.
 from .files import _parse_options

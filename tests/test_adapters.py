@@ -67,7 +67,7 @@ from toolnexus.adapters import (
 )
 from toolnexus.errors import UsageError
 from toolnexus.function import tool
-from toolnexus.tool import (
+from toolnexus.base import (
     AudioPart,
     ImagePart,
     ResourcePart,

@@ -1,1 +1,186 @@
-"""toolnexus: a YAML manifest in, a ready set of tools for an LLM agent out."""
+"""toolnexus: a YAML manifest in, a ready set of tools for an LLM agent out.
+
+```python
+from toolnexus import create_toolkit
+
+with create_toolkit("tools.yaml") as toolkit:
+    result = toolkit.execute("add", '{"a": 2, "b": 3}')
+```
+
+Names are resolved lazily: `import toolnexus` loads only the light core, and heavy
+dependencies (jsonschema, httpx, yaml, mcp, watchfiles) load when a feature first needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .approval import (
+        ApprovalPolicy,
+        ApprovalRequest,
+        ApprovalRules,
+        Approver,
+        Decision,
+        PermissionRules,
+        Verdict,
+        compile_permissions,
+        compile_rules,
+        is_known_safe_command,
+    )
+    from .base import (
+        AudioPart,
+        ImagePart,
+        Part,
+        ResourcePart,
+        Result,
+        Tool,
+        ToolCall,
+        ToolContext,
+        to_result,
+    )
+    from .errors import (
+        ApprovalDenied,
+        ConfigError,
+        DuplicateToolError,
+        IncludeError,
+        InvalidArguments,
+        ManifestEnvError,
+        ManifestError,
+        ManifestImportError,
+        ManifestIssue,
+        ManifestSchemaError,
+        ManifestSyntaxError,
+        SandboxUnavailable,
+        SourceError,
+        ToolError,
+        ToolnexusError,
+        ToolNotFound,
+        ToolTimeout,
+        UsageError,
+    )
+    from .executor import Executor
+    from .function import tool
+    from .middleware import Call, Middleware, Next
+    from .registry import Registry
+    from .sandbox import SandboxPolicy, confine_path
+    from .schema import sanitize_name
+    from .toolkit import Toolkit, acreate_toolkit, create_toolkit
+
+_EXPORTS: dict[str, str] = {
+    "ApprovalDenied": "errors",
+    "ApprovalPolicy": "approval",
+    "ApprovalRequest": "approval",
+    "ApprovalRules": "approval",
+    "Approver": "approval",
+    "AudioPart": "base",
+    "Call": "middleware",
+    "ConfigError": "errors",
+    "Decision": "approval",
+    "DuplicateToolError": "errors",
+    "Executor": "executor",
+    "ImagePart": "base",
+    "IncludeError": "errors",
+    "InvalidArguments": "errors",
+    "ManifestEnvError": "errors",
+    "ManifestError": "errors",
+    "ManifestImportError": "errors",
+    "ManifestIssue": "errors",
+    "ManifestSchemaError": "errors",
+    "ManifestSyntaxError": "errors",
+    "Middleware": "middleware",
+    "Next": "middleware",
+    "Part": "base",
+    "PermissionRules": "approval",
+    "Registry": "registry",
+    "ResourcePart": "base",
+    "Result": "base",
+    "SandboxPolicy": "sandbox",
+    "SandboxUnavailable": "errors",
+    "SourceError": "errors",
+    "Tool": "base",
+    "ToolCall": "base",
+    "ToolContext": "base",
+    "ToolError": "errors",
+    "ToolNotFound": "errors",
+    "ToolTimeout": "errors",
+    "Toolkit": "toolkit",
+    "ToolnexusError": "errors",
+    "UsageError": "errors",
+    "Verdict": "approval",
+    "acreate_toolkit": "toolkit",
+    "compile_permissions": "approval",
+    "compile_rules": "approval",
+    "confine_path": "sandbox",
+    "create_toolkit": "toolkit",
+    "is_known_safe_command": "approval",
+    "sanitize_name": "schema",
+    "to_result": "base",
+    "tool": "function",
+}
+
+__all__ = [
+    "ApprovalDenied",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "ApprovalRules",
+    "Approver",
+    "AudioPart",
+    "Call",
+    "ConfigError",
+    "Decision",
+    "DuplicateToolError",
+    "Executor",
+    "ImagePart",
+    "IncludeError",
+    "InvalidArguments",
+    "ManifestEnvError",
+    "ManifestError",
+    "ManifestImportError",
+    "ManifestIssue",
+    "ManifestSchemaError",
+    "ManifestSyntaxError",
+    "Middleware",
+    "Next",
+    "Part",
+    "PermissionRules",
+    "Registry",
+    "ResourcePart",
+    "Result",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "SourceError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolNotFound",
+    "ToolTimeout",
+    "Toolkit",
+    "ToolnexusError",
+    "UsageError",
+    "Verdict",
+    "acreate_toolkit",
+    "compile_permissions",
+    "compile_rules",
+    "confine_path",
+    "create_toolkit",
+    "is_known_safe_command",
+    "sanitize_name",
+    "to_result",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolnexus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

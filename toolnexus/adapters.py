@@ -53,7 +53,7 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .tool import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
+from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
 
 if TYPE_CHECKING:
     import mcp.types

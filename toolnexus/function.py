@@ -25,7 +25,7 @@ from typing import Any, TypeVar, overload
 
 from .errors import ConfigError, UsageError
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
-from .tool import Result, Tool, ToolContext, ToolHandler, to_result
+from .base import Result, Tool, ToolContext, ToolHandler, to_result
 
 __all__ = ["is_tool_factory", "tool", "tool_factory"]
 

@@ -1,15 +1,48 @@
-"""Middleware: `async (call, next) -> Result`, composed so that the first is outermost."""
+"""Middleware: `async (call, next) -> Result`, composed so that the first is outermost.
+
+`next` always returns a `Result` (tool failures and denials arrive as error results), so a
+middleware only has to look at results. The named built-ins below are what a manifest's
+`middleware:` list refers to; `from_config` builds one from its YAML form.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import fnmatch
+import json
+import logging
+import random
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
-from .approval import Verdict
-from .tool import Result, Tool, ToolContext
+from .approval import Decision, Verdict
+from .base import Result, Tool, ToolContext
+from .errors import ConfigError
 
-__all__ = ["Call", "Middleware", "Next"]
+__all__ = [
+    "BUILTIN_MIDDLEWARE",
+    "Call",
+    "Middleware",
+    "Next",
+    "allow",
+    "audit",
+    "cache",
+    "deny",
+    "from_config",
+    "rate_limit",
+    "redact",
+    "retry",
+    "timeout",
+    "truncate",
+]
+
+logger = logging.getLogger("toolnexus")
 
 
 @dataclass(kw_only=True)
@@ -20,8 +53,8 @@ class Call:
     arguments: dict[str, Any]
     ctx: ToolContext
     verdict: Verdict
-    """The approval decision; a denied call still passes through (so audit sees it) and the
-    innermost step returns the denial without running the tool."""
+    """The approval decision. A denied call still passes through (so `audit` records it);
+    the innermost step returns the denial without running the tool."""
     attempt: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
     """Scratch space for middleware to pass facts to each other."""
@@ -30,6 +63,359 @@ class Call:
     def name(self) -> str:
         return self.tool.name
 
+    @property
+    def allowed(self) -> bool:
+        return self.verdict.decision is Decision.ALLOW
+
 
 Next = Callable[[Call], Awaitable[Result]]
 Middleware = Callable[[Call, Next], Awaitable[Result]]
+
+
+def timeout(seconds: float) -> Middleware:
+    """Cancel the call after `seconds`; the model gets a retryable timeout error.
+
+    The tool's `ctx.deadline` is tightened so that it can plan (and pass the budget on).
+    """
+    if seconds <= 0:
+        raise ConfigError(f"timeout must be positive, got {seconds}")
+
+    async def timeout_middleware(call: Call, nxt: Next) -> Result:
+        if not call.allowed:
+            return await nxt(call)
+        deadline = time.monotonic() + seconds
+        if call.ctx.deadline is None or deadline < call.ctx.deadline:
+            call.ctx.deadline = deadline
+        scope = asyncio.timeout(seconds)
+        try:
+            async with scope:
+                return await nxt(call)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            return Result.error(
+                f"tool {call.name!r} timed out after {_seconds(seconds)} and was stopped; "
+                "try a smaller request or a narrower input",
+                error_type="ToolTimeout",
+                retryable=True,
+                call_id=call.ctx.call_id,
+            )
+
+    return timeout_middleware
+
+
+def truncate(max_chars: int = 30_000) -> Middleware:
+    """Keep the head and tail of long text results and say how much was cut."""
+    if max_chars < 100:
+        raise ConfigError(f"truncate needs at least 100 characters, got {max_chars}")
+
+    async def truncate_middleware(call: Call, nxt: Next) -> Result:
+        result = await nxt(call)
+        if len(result.content) <= max_chars:
+            return result
+        return _truncated(result, max_chars)
+
+    return truncate_middleware
+
+
+def _truncated(result: Result, max_chars: int) -> Result:
+    text = result.content
+    cut = len(text) - max_chars
+    head = text[: max_chars // 2]
+    tail = text[len(text) - (max_chars - len(head)) :]
+    marker = f"\n\n[... {cut} characters cut from the middle of {len(text)} ...]\n\n"
+    return Result(
+        content=head + marker + tail,
+        parts=result.parts,
+        structured=result.structured,
+        is_error=result.is_error,
+        metadata={**result.metadata, "truncated": True, "cut_chars": cut},
+    )
+
+
+def retry(
+    attempts: int = 3, *, backoff: float = 0.5, max_backoff: float = 8.0, jitter: float = 0.1
+) -> Middleware:
+    """Try again after a failure, with exponential backoff.
+
+    Only where a retry is safe: the tool is marked idempotent, or the error itself says it
+    is retryable (a timeout, an HTTP 429/503...). Denials and invalid calls are never retried.
+    """
+    if attempts < 1:
+        raise ConfigError(f"retry attempts must be at least 1, got {attempts}")
+
+    async def retry_middleware(call: Call, nxt: Next) -> Result:
+        delay = backoff
+        while True:
+            result = await nxt(call)
+            if not result.is_error or call.attempt >= attempts or not _retryable(call, result):
+                if call.attempt > 1:
+                    result = result.with_metadata(attempts=call.attempt)
+                return result
+            await asyncio.sleep(delay * (1 + random.uniform(-jitter, jitter)))
+            delay = min(delay * 2, max_backoff)
+            call.attempt += 1
+
+    return retry_middleware
+
+
+def _retryable(call: Call, result: Result) -> bool:
+    if not call.allowed or result.metadata.get("error_type") in ("ApprovalDenied",):
+        return False
+    return bool(result.metadata.get("retryable")) or call.tool.idempotent
+
+
+def rate_limit(calls: int, per: float = 1.0, *, per_tool: bool = True) -> Middleware:
+    """Allow at most `calls` calls per `per` seconds (token bucket); later calls wait their turn.
+
+    With `per_tool`, each tool has its own bucket; otherwise one bucket covers them all.
+    """
+    if calls < 1 or per <= 0:
+        raise ConfigError("rate_limit needs calls >= 1 and per > 0")
+    rate = calls / per
+    buckets: dict[str, list[float]] = {}
+
+    async def rate_limit_middleware(call: Call, nxt: Next) -> Result:
+        if not call.allowed:
+            return await nxt(call)
+        key = call.name if per_tool else "*"
+        bucket = buckets.setdefault(key, [float(calls), time.monotonic()])
+        while True:
+            now = time.monotonic()
+            bucket[0] = min(float(calls), bucket[0] + (now - bucket[1]) * rate)
+            bucket[1] = now
+            if bucket[0] >= 1:
+                bucket[0] -= 1
+                break
+            await asyncio.sleep((1 - bucket[0]) / rate)
+        return await nxt(call)
+
+    return rate_limit_middleware
+
+
+SECRET_KEYS = re.compile(
+    r"(pass(word|wd)?|secret|token|api[_-]?key|auth|credential|private[_-]?key|cookie|session)",
+    re.IGNORECASE,
+)
+
+
+def redact_arguments(value: Any, pattern: re.Pattern[str] = SECRET_KEYS) -> Any:
+    """A copy of `value` where every value under a secret-looking key is `***`."""
+    if isinstance(value, Mapping):
+        return {
+            k: "***" if isinstance(k, str) and pattern.search(k) else redact_arguments(v, pattern)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_arguments(v, pattern) for v in value]
+    return value
+
+
+def audit(
+    path: str | Path | None = None,
+    *,
+    stream: IO[str] | None = None,
+    secret_keys: str | None = None,
+    max_error_chars: int = 500,
+) -> Middleware:
+    """Append one JSON line per call: time, tool, call id, redacted arguments, decision and the
+    rule behind it, duration, and the error if any.
+
+    Writes to `path` (created with its folder, appended to) or to `stream`; with neither, to the
+    `toolnexus.audit` logger.
+    """
+    pattern = re.compile(secret_keys, re.IGNORECASE) if secret_keys else SECRET_KEYS
+    lock = threading.Lock()
+    audit_logger = logging.getLogger("toolnexus.audit")
+    handle: list[IO[str]] = []
+
+    def write(line: str) -> None:
+        with lock:
+            if stream is not None:
+                stream.write(line + "\n")
+                stream.flush()
+            elif path is not None:
+                if not handle:
+                    target = Path(path)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    handle.append(target.open("a", encoding="utf-8"))
+                handle[0].write(line + "\n")
+                handle[0].flush()
+            else:
+                audit_logger.info(line)
+
+    async def audit_middleware(call: Call, nxt: Next) -> Result:
+        started = time.monotonic()
+        result = await nxt(call)
+        record: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "tool": call.name,
+            "call_id": call.ctx.call_id,
+            "args": redact_arguments(call.arguments, pattern),
+            "decision": call.verdict.decision.value,
+            "rule": call.verdict.rule,
+            "origin": call.verdict.origin,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            "is_error": result.is_error,
+        }
+        if result.is_error:
+            record["error"] = result.content[:max_error_chars]
+            record["error_type"] = result.metadata.get("error_type")
+        write(json.dumps(record, ensure_ascii=False, default=str))
+        return result
+
+    return audit_middleware
+
+
+def redact(patterns: Sequence[str] = (), *, values: Iterable[str] = ()) -> Middleware:
+    """Mask secrets in what the model reads: regex `patterns` and literal `values` (e.g. tokens
+    interpolated from the environment) become `[REDACTED]` in result text."""
+    compiled = [re.compile(p) for p in patterns]
+    literals = sorted((v for v in values if v), key=len, reverse=True)
+    if literals:
+        compiled.append(re.compile("|".join(re.escape(v) for v in literals)))
+
+    async def redact_middleware(call: Call, nxt: Next) -> Result:
+        result = await nxt(call)
+        text = result.content
+        for rx in compiled:
+            text = rx.sub("[REDACTED]", text)
+        if text == result.content:
+            return result
+        return Result(
+            content=text,
+            parts=result.parts,
+            structured=result.structured,
+            is_error=result.is_error,
+            metadata={**result.metadata, "redacted": True},
+        )
+
+    return redact_middleware
+
+
+def _matches(name: str, globs: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def allow(*globs: str) -> Middleware:
+    """Only tools whose name matches one of `globs` may run; others get an error result."""
+    patterns = _globs(globs)
+
+    async def allow_middleware(call: Call, nxt: Next) -> Result:
+        if _matches(call.name, patterns):
+            return await nxt(call)
+        return Result.error(
+            f"tool {call.name!r} is not enabled here (allowed: {', '.join(patterns)})",
+            error_type="ApprovalDenied",
+        )
+
+    return allow_middleware
+
+
+def deny(*globs: str) -> Middleware:
+    """Tools whose name matches one of `globs` may not run; they get an error result."""
+    patterns = _globs(globs)
+
+    async def deny_middleware(call: Call, nxt: Next) -> Result:
+        if _matches(call.name, patterns):
+            return Result.error(
+                f"tool {call.name!r} is disabled here; choose another tool",
+                error_type="ApprovalDenied",
+            )
+        return await nxt(call)
+
+    return deny_middleware
+
+
+def _globs(globs: Sequence[str]) -> tuple[str, ...]:
+    flat: list[str] = []
+    for g in globs:
+        flat.extend([g] if isinstance(g, str) else list(g))
+    if not flat:
+        raise ConfigError("give at least one tool-name glob")
+    return tuple(flat)
+
+
+def cache(ttl: float = 60.0, *, max_entries: int = 256) -> Middleware:
+    """Serve repeated calls of read-only tools from memory for `ttl` seconds (errors are not
+    cached; tools not marked read-only always run)."""
+    entries: OrderedDict[tuple[str, str], tuple[float, Result]] = OrderedDict()
+
+    async def cache_middleware(call: Call, nxt: Next) -> Result:
+        if not call.tool.read_only or not call.allowed:
+            return await nxt(call)
+        try:
+            key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+        except (TypeError, ValueError):
+            return await nxt(call)
+        now = time.monotonic()
+        hit = entries.get(key)
+        if hit is not None and hit[0] > now:
+            entries.move_to_end(key)
+            return hit[1].with_metadata(cached=True)
+        result = await nxt(call)
+        if not result.is_error:
+            entries[key] = (now + ttl, result)
+            entries.move_to_end(key)
+            while len(entries) > max_entries:
+                entries.popitem(last=False)
+        return result
+
+    return cache_middleware
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s" if value >= 1 else f"{value * 1000:g}ms"
+
+
+BUILTIN_MIDDLEWARE: dict[str, Callable[..., Middleware]] = {
+    "allow": allow,
+    "audit": audit,
+    "cache": cache,
+    "deny": deny,
+    "rate_limit": rate_limit,
+    "redact": redact,
+    "retry": retry,
+    "timeout": timeout,
+    "truncate": truncate,
+}
+
+
+def from_config(name: str, options: Any = None, *, base_dir: Path | None = None) -> Middleware:
+    """Build a named built-in from its YAML form.
+
+    `options` may be None (defaults), a scalar or list (the first positional argument: `{timeout:
+    30}`, `{deny: [shell]}`), or a mapping of keyword arguments. A relative `audit` path resolves
+    against `base_dir`.
+
+    Raises:
+        ConfigError: unknown name (with a suggestion) or options the middleware rejects.
+    """
+    import difflib
+
+    factory = BUILTIN_MIDDLEWARE.get(name)
+    if factory is None:
+        close = difflib.get_close_matches(name, list(BUILTIN_MIDDLEWARE), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"unknown middleware {name!r}{hint} (built-ins: {', '.join(BUILTIN_MIDDLEWARE)}; "
+            "use {use: 'module:factory'} for your own)"
+        )
+    try:
+        if options is None:
+            return factory()
+        if isinstance(options, Mapping):
+            kwargs = dict(options)
+            if name == "audit" and base_dir is not None and kwargs.get("path"):
+                p = Path(str(kwargs["path"])).expanduser()
+                kwargs["path"] = p if p.is_absolute() else base_dir / p
+            return factory(**kwargs)
+        if name in ("allow", "deny"):
+            values = options if isinstance(options, list | tuple) else [options]
+            return factory(*values)
+        if name == "audit" and base_dir is not None:
+            p = Path(str(options)).expanduser()
+            return factory(p if p.is_absolute() else base_dir / p)
+        return factory(options)
+    except TypeError as exc:
+        raise ConfigError(f"bad options for middleware {name!r}: {exc}") from exc

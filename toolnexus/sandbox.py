@@ -790,10 +790,14 @@ def _bwrap(
         if name not in env:
             args += ["--unsetenv", name]
     args += ["--chdir", str(_real(cwd))]
+    args.append("--")
     if policy.rlimits:
-        args += ["--", *_launcher({"rlimits": policy.rlimits})]
-    else:
-        args.append("--")
+        # util-linux prlimit is a small C program; the Python launcher costs ~20 ms more.
+        prlimit = shutil.which("prlimit")
+        if prlimit is None:
+            args += _launcher({"rlimits": policy.rlimits})
+        else:
+            args += [prlimit, *(f"--{k.lower()}={v}" for k, v in policy.rlimits.items()), "--"]
     return WrappedCommand(argv=(*args, *argv), env=env, mechanism="bwrap")
 
 

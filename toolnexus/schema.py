@@ -43,7 +43,7 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from .errors import ConfigError, InvalidArguments, UsageError
-from .tool import ToolContext
+from .base import ToolContext
 
 __all__ = [
     "NAME_PATTERN",
@@ -876,10 +876,15 @@ class _Deriver:
     def _typeddict(self, cls: type, where: str) -> tuple[dict[str, Any], Converter | None]:
         hints = _class_hints(cls, self.label)
         required_keys = getattr(cls, "__required_keys__", frozenset(hints))
-        triples = [
-            (name, hint, _REQUIRED if name in required_keys else _NO_DEFAULT)
-            for name, hint in hints.items()
-        ]
+        triples = []
+        for name, hint in hints.items():
+            # with postponed annotations Python 3.11 cannot see NotRequired/Required when it
+            # computes __required_keys__, so the resolved hint has the last word
+            marker = typing.get_origin(hint)
+            required = marker is typing.Required or (
+                marker is not typing.NotRequired and name in required_keys
+            )
+            triples.append((name, hint, _REQUIRED if required else _NO_DEFAULT))
         schema, converters = self._fields_schema(cls, triples, where)
         if not converters:
             return schema, None
@@ -1797,7 +1802,9 @@ def _message(error: Any) -> str:
     if error.context:
         from jsonschema.exceptions import best_match
 
-        best = best_match(error.context)
+        # a branch that failed on more than its type says more about what was meant
+        telling = [e for e in error.context if e.validator != "type"] or error.context
+        best = best_match(telling)
         if best is not None:
             where = _json_path(best.absolute_path)
             message = f"{message}; closest match failed at {where}: {best.message}"

@@ -19,7 +19,7 @@ import pytest
 from builtin.files import files_tools
 from builtin.patch import patch_tools
 from toolnexus.errors import ConfigError, ToolError
-from toolnexus.tool import Result, Tool, ToolContext
+from toolnexus.base import Result, Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.http import build_http_tool, translate_httpx_error
-from toolnexus.tool import Result, Tool, ToolContext
+from toolnexus.base import Result, Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import SandboxPolicy, detect
 from toolnexus.sources import BuildContext
 from toolnexus.sources.shell import build_shell_tool
-from toolnexus.tool import Result, Tool, ToolContext
+from toolnexus.base import Result, Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
 

@@ -165,16 +165,18 @@ class Template:
         return texts
 
     def value(self, args: Mapping[str, Any]) -> Any:
-        """The JSON value for a body field: a lone `{name}` keeps the argument's JSON type.
+        """The JSON value for a body field: a lone `{name}` keeps the argument's JSON type,
+        an explicit null included (it may mean "clear this field").
 
         Returns `ABSENT` when the field is to be left out.
         """
         whole = self.whole
         if whole is not None and whole.kind in ("value", "optional"):
-            value = _value(args, whole.name)
-            if value is ABSENT and whole.kind == "value":
+            if whole.name in args:
+                return args[whole.name]
+            if whole.kind == "value":
                 raise _missing(whole, self.field)
-            return value
+            return ABSENT
         text = self.render(args)
         return ABSENT if text is None else text
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, ToolError
-from ..tool import Result, Tool, ToolContext
+from ..base import Result, Tool, ToolContext
 from . import BuildContext
 from ._template import ABSENT, Parameters, Template, head_tail, parse_template
 

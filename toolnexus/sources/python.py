@@ -50,7 +50,7 @@ from typing import Any
 
 from ..errors import ConfigError, ToolError, UsageError
 from ..function import is_tool_factory, tool
-from ..tool import Result, Tool, ToolContext
+from ..base import Result, Tool, ToolContext
 from . import BuildContext
 
 __all__ = ["build_python_tools", "forget_local_modules", "load_reference"]
@@ -365,7 +365,7 @@ def _check_tools(items: Sequence[object], ref: str, what: str) -> list[Tool]:
     if bad:
         raise ConfigError(
             f"{what} of {ref!r} holds {', '.join(sorted(set(bad)))} items; every item must be a "
-            "Tool (wrap functions with toolnexus.tool)",
+            "Tool (wrap functions with toolnexus.base)",
             field="python",
         )
     if not items:
@@ -451,7 +451,7 @@ def reply(payload):
     out.write("\n" + request["marker"] + json.dumps(payload) + "\n")
     out.flush()
 try:
-    from toolnexus.tool import Tool, to_result
+    from toolnexus.base import Tool, to_result
     from toolnexus.function import tool, is_tool_factory
     module_name, attr = request["ref"].split(":")
     obj = importlib.import_module(module_name)
@@ -540,7 +540,7 @@ def _worker_result(done: Any, marker: str, name: str) -> Result:
         return Result.error(message, traceback=reply["traceback"], isolated=True)
     import base64
 
-    from ..tool import ImagePart
+    from ..base import ImagePart
 
     parts = tuple(
         ImagePart(data=base64.b64decode(data), mime_type=mime) for mime, data in reply["images"]

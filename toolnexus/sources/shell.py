@@ -45,7 +45,7 @@ from typing import Any
 from ..errors import ConfigError, ToolError
 from ..process import ProcessResult, run_process
 from ..sandbox import SandboxPolicy, confine_path
-from ..tool import Result, Tool, ToolContext
+from ..base import Result, Tool, ToolContext
 from . import BuildContext
 from ._template import (
     Parameters,

@@ -144,8 +144,10 @@ def to_result(value: Any) -> Result:
     if isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
         return Result(parts=(ImagePart(data=data, mime_type=_sniff_image(data)),))
-    if isinstance(value, list | tuple) and value and all(
-        isinstance(v, str | ImagePart | AudioPart | ResourcePart) for v in value
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(v, str | ImagePart | AudioPart | ResourcePart) for v in value)
     ):
         texts = [v for v in value if isinstance(v, str)]
         parts = tuple(v for v in value if not isinstance(v, str))

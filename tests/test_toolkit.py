@@ -1,0 +1,99 @@
+"""Toolkit: sync and async APIs, the private loop thread, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from toolnexus import (
+    Decision,
+    Result,
+    ToolCall,
+    Toolkit,
+    UsageError,
+    acreate_toolkit,
+    create_toolkit,
+    tool,
+)
+from toolnexus.middleware import truncate
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(read_only=True)
+def where() -> str:
+    """Name the thread the tool runs on."""
+    return threading.current_thread().name
+
+
+def test_sync_api_runs_calls_and_lists_tools() -> None:
+    with create_toolkit(extra_tools=[add, where]) as tk:
+        assert [t.name for t in tk.tools()] == ["add", "where"]
+        assert tk.execute("add", '{"a": 1, "b": 2}').content == "3"
+        assert tk.get("add") is add
+        assert tk.get("nope") is None
+        assert "add" in tk
+        assert tk.generation == 1
+        assert tk.check("add", {"a": 1, "b": 2}).decision is Decision.ALLOW
+        results = tk.execute_many([ToolCall(name="add", arguments={"a": 1, "b": 1})] * 3)
+        assert [r.content for r in results] == ["2", "2", "2"]
+
+
+def test_sync_api_works_inside_a_running_event_loop() -> None:
+    tk = create_toolkit(extra_tools=[add])
+
+    async def agent() -> Result:
+        return tk.execute("add", {"a": 20, "b": 22})  # sync call from async code: no deadlock
+
+    try:
+        assert asyncio.run(agent()).content == "42"
+    finally:
+        tk.close()
+
+
+def test_close_twice_and_use_after_close() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    tk.close()
+    tk.close()
+    assert tk.closed
+    with pytest.raises(UsageError, match="closed"):
+        tk.execute("add", {"a": 1, "b": 2})
+
+
+def test_toolkit_middleware_applies() -> None:
+    @tool
+    def long() -> str:
+        """Return a long text."""
+        return "x" * 1000
+
+    with create_toolkit(extra_tools=[long], middleware=[truncate(200)]) as tk:
+        assert tk.execute("long").metadata["truncated"] is True
+
+
+@pytest.mark.anyio
+async def test_async_toolkit_on_the_callers_loop() -> None:
+    async with await acreate_toolkit(extra_tools=[add]) as tk:
+        assert isinstance(tk, Toolkit)
+        assert (await tk.aexecute("add", {"a": 2, "b": 2})).content == "4"
+        results = await tk.aexecute_many([ToolCall(name="add", arguments={"a": 1, "b": 1})])
+        assert results[0].content == "2"
+        with pytest.raises(UsageError, match="use the async API"):
+            tk.execute("add", {"a": 1, "b": 1})
+        # from another thread the sync API hops onto this loop
+        other = await asyncio.to_thread(tk.execute, "add", {"a": 5, "b": 5})
+        assert other.content == "10"
+
+
+@pytest.mark.anyio
+async def test_async_calls_on_a_sync_toolkit_hop_to_its_loop() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    try:
+        assert (await tk.aexecute("add", {"a": 1, "b": 1})).content == "2"
+    finally:
+        await asyncio.to_thread(tk.close)

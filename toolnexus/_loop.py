@@ -1,0 +1,86 @@
+"""The private event-loop thread behind the synchronous API.
+
+Every session a toolkit opens (MCP, HTTP) lives on one loop. For a toolkit made by the sync
+`create_toolkit`, that loop runs on this thread, so plain scripts and sync agent loops can call
+tools, even from inside some other running event loop, without deadlocking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from .errors import UsageError
+
+T = TypeVar("T")
+
+__all__ = ["LoopThread", "run_on"]
+
+
+class LoopThread:
+    """An asyncio loop running forever on a daemon thread until `stop()`."""
+
+    def __init__(self, name: str = "toolnexus-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
+        self._thread.start()
+        started.wait()
+
+    def _main(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    @property
+    def thread_id(self) -> int | None:
+        return self._thread.ident
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the loop thread and wait for its result."""
+        return run_on(self.loop, coro, self._thread.ident)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.get_ident() != self._thread.ident:
+            self._thread.join(timeout=10)
+
+
+def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], owner: int | None) -> T:
+    """Run `coro` on `loop` (owned by thread `owner`) from another thread, and wait.
+
+    A lock used as a one-shot signal is cheaper than `concurrent.futures.Future` on this path,
+    which every synchronous call takes.
+
+    Raises:
+        UsageError: called from the loop's own thread, which would deadlock.
+    """
+    if threading.get_ident() == owner:
+        coro.close()
+        raise UsageError(
+            "the synchronous toolkit API was called from the event loop that runs the toolkit; "
+            "use the async API there (await toolkit.aexecute(...), await toolkit.aclose())"
+        )
+    done = threading.Lock()
+    done.acquire()
+    box: list[Any] = []
+
+    def finished(task: asyncio.Task[T]) -> None:
+        box.append(task)
+        done.release()
+
+    def start() -> None:
+        loop.create_task(coro).add_done_callback(finished)
+
+    loop.call_soon_threadsafe(start)
+    done.acquire()
+    task: asyncio.Task[T] = box[0]
+    return task.result()

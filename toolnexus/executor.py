@@ -1,0 +1,392 @@
+"""Executor: find the tool, decode and validate the arguments, decide approval, run the
+middleware chain and the tool, and turn every failure into a `Result` the model can read.
+
+This is the one place where arbitrary exceptions are caught: an agent loop must never see a
+tool call raise (except when the agent itself is being cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import logging
+import os
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .approval import (
+    ALLOW_BY_DEFAULT,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    Verdict,
+    combine_verdicts,
+)
+from .base import Result, Tool, ToolCall, ToolContext, to_result
+from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
+from .middleware import Call, Middleware, Next
+from .registry import Registry
+from .schema import Validator, compile_validator, drop_null_optionals
+
+__all__ = ["Executor", "decode_arguments"]
+
+logger = logging.getLogger("toolnexus")
+
+
+class Executor:
+    """Runs calls against a `Registry`. Never raises into the caller (except cancellation)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        middleware: Sequence[Middleware] = (),
+        permissions: ApprovalPolicy | None = None,
+        approver: Approver | None = None,
+        workspace: Path | None = None,
+        roots: Sequence[Path] = (),
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.middleware = tuple(middleware)
+        self.permissions = permissions
+        self.approver = approver
+        self.workspace = (workspace or Path.cwd()).resolve()
+        self.roots = (self.workspace, *(Path(r).resolve() for r in roots))
+        self.state: dict[str, Any] = state if state is not None else {}
+        # Per tool: (tool, validator, composed chain). Keyed by name, checked by identity so a
+        # replaced tool gets a fresh entry.
+        self._prepared: dict[str, tuple[Tool, Validator, Next]] = {}
+        self._ids = itertools.count(1)
+        self._id_prefix = f"call_{os.getpid():x}_{id(self) & 0xFFFF:x}_"
+        self._tool_logger = logging.getLogger("toolnexus.tool")
+
+    # -- the call path -------------------------------------------------------------------
+
+    async def execute(
+        self,
+        name: str,
+        arguments: str | bytes | Mapping[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+        middleware: Sequence[Middleware] = (),
+        approver: Approver | None = None,
+    ) -> Result:
+        """Run one call and return its result; failures come back as error results.
+
+        Args:
+            name: the tool's name, as the model gave it.
+            arguments: JSON text (as models emit it), bytes, or a mapping.
+            call_id: the provider's call id (one is made up when missing).
+            middleware: extra middleware for this call only, inside the executor's own.
+            approver: overrides the executor's approver for this call.
+        """
+        call_id = call_id or f"{self._id_prefix}{next(self._ids)}"
+        try:
+            tool, validator, chain = self._prepare(name)
+            args = decode_arguments(arguments)
+            if None in args.values():
+                args = drop_null_optionals(tool.parameters, args)
+            problems = validator.errors(args)
+            if problems:
+                raise InvalidArguments(_invalid_message(tool, problems), problems)
+            ctx = ToolContext(
+                call_id=call_id,
+                tool_name=tool.name,
+                workspace=self.workspace,
+                roots=self.roots,
+                approver=approver or self.approver,
+                state=self.state,
+                sandbox=tool.sandbox,
+                logger=self._tool_logger,
+            )
+            verdict = self._decide(tool, args)
+            if verdict.decision is Decision.ASK:
+                verdict = await self._ask(tool, args, verdict, ctx)
+            if middleware:
+                chain = _compose((*self.middleware, *middleware, *tool.middleware), _run_inner)
+            return await chain(Call(tool=tool, arguments=args, ctx=ctx, verdict=verdict))
+        except ToolError as exc:
+            return _tool_error_result(exc, call_id)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the agent itself is being cancelled: let it go
+            return Result.error(
+                f"tool {name!r} was cancelled before it finished",
+                error_type="Cancelled",
+                call_id=call_id,
+            )
+        except Exception as exc:
+            return _crash_result(exc, name, call_id)
+        except BaseException as exc:  # KeyboardInterrupt/SystemExit raised *by a tool*
+            if isinstance(exc, GeneratorExit):
+                raise
+            return _crash_result(exc, name, call_id)
+
+    async def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+        """Run calls in order, running adjacent read-only/concurrent ones together.
+
+        Results come back in call order whatever the scheduling.
+        """
+        batch = list(calls)
+        results: list[Result | None] = [None] * len(batch)
+        index = 0
+        while index < len(batch):
+            end = index
+            while end < len(batch) and self._concurrent(batch[end].name):
+                end += 1
+            if end - index >= 2:
+                group = await asyncio.gather(*(self._run_call(batch[i]) for i in range(index, end)))
+                results[index:end] = group
+                index = end
+            else:
+                results[index] = await self._run_call(batch[index])
+                index += 1
+        return [r for r in results if r is not None]
+
+    def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
+        """The approval decision this call would get, without running it.
+
+        An unknown tool or invalid arguments come back as a `deny` verdict whose reason says why.
+        """
+        try:
+            tool, validator, _ = self._prepare(name)
+            args = decode_arguments(arguments)
+            if None in args.values():
+                args = drop_null_optionals(tool.parameters, args)
+            problems = validator.errors(args)
+            if problems:
+                raise InvalidArguments(_invalid_message(tool, problems), problems)
+        except ToolError as exc:
+            return Verdict(decision=Decision.DENY, reason=exc.message)
+        return self._decide(tool, args)
+
+    # -- internals -----------------------------------------------------------------------
+
+    async def _run_call(self, call: ToolCall) -> Result:
+        return await self.execute(call.name, call.arguments, call_id=call.id)
+
+    def _concurrent(self, name: str) -> bool:
+        tool = self.registry.get(name)
+        return tool is None or tool.may_run_concurrently
+
+    def _prepare(self, name: str) -> tuple[Tool, Validator, Next]:
+        tool = self.registry.get(name)
+        if tool is None:
+            raise ToolNotFound(self.registry.not_found_message(name))
+        prepared = self._prepared.get(name)
+        if prepared is None or prepared[0] is not tool:
+            chain = _compose((*self.middleware, *tool.middleware), _run_inner)
+            prepared = (tool, compile_validator(tool.parameters), chain)
+            self._prepared[name] = prepared
+        return prepared
+
+    def _decide(self, tool: Tool, args: Mapping[str, Any]) -> Verdict:
+        permissions = self.permissions
+        policy = tool.approval
+        try:
+            if permissions is None:
+                if policy is None:
+                    return ALLOW_BY_DEFAULT
+                return policy.decide(tool, args, self.workspace)
+            verdicts = [permissions.decide(tool, args, self.workspace)]
+            if policy is not None:
+                verdicts.append(policy.decide(tool, args, self.workspace))
+            return combine_verdicts(verdicts)
+        except Exception as exc:
+            logger.exception("approval policy for %r failed; denying the call", tool.name)
+            return Verdict(
+                decision=Decision.DENY,
+                reason=f"the approval rules could not be evaluated ({type(exc).__name__})",
+            )
+
+    async def _ask(
+        self, tool: Tool, args: dict[str, Any], verdict: Verdict, ctx: ToolContext
+    ) -> Verdict:
+        approver = ctx.approver
+        if approver is None:
+            return Verdict(
+                decision=Decision.DENY,
+                rule=verdict.rule,
+                origin=verdict.origin,
+                reason=(
+                    "this call needs approval and no approver is configured; "
+                    "ask the user to run it or to allow it"
+                ),
+            )
+        request = ApprovalRequest(tool=tool, arguments=args, verdict=verdict, call_id=ctx.call_id)
+        try:
+            answer = approver(request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception as exc:
+            logger.exception("approver failed for %r; denying the call", tool.name)
+            return Verdict(
+                decision=Decision.DENY,
+                rule=verdict.rule,
+                origin=verdict.origin,
+                reason=f"the approval could not be obtained ({type(exc).__name__})",
+            )
+        if answer is True:
+            return Verdict(
+                decision=Decision.ALLOW,
+                rule=verdict.rule,
+                origin=verdict.origin,
+                reason="approved by the approver",
+            )
+        return Verdict(
+            decision=Decision.DENY,
+            rule=verdict.rule,
+            origin=verdict.origin,
+            reason="the user declined this call",
+        )
+
+
+def _compose(middleware: Sequence[Middleware], inner: Next) -> Next:
+    """Fold middleware around `inner`; the first is outermost. No extra await layers."""
+    handler = inner
+    for mw in reversed(middleware):
+        handler = _bind(mw, handler)
+    return handler
+
+
+def _bind(mw: Middleware, nxt: Next) -> Next:
+    def step(call: Call) -> Any:
+        return mw(call, nxt)
+
+    return step
+
+
+async def _run_inner(call: Call) -> Result:
+    """The innermost step: refuse a denied call, or run the tool.
+
+    Failures become results here, so every middleware's `next` returns a `Result` and never
+    raises (cancellation aside, which must reach the `timeout` middleware and the caller).
+    """
+    verdict = call.verdict
+    if verdict.decision is not Decision.ALLOW:
+        denied = ApprovalDenied(_denied_message(call.tool, verdict))
+        return _tool_error_result(denied, call.ctx.call_id).with_metadata(
+            decision=verdict.decision.value, rule=verdict.rule, origin=verdict.origin
+        )
+    try:
+        result = await call.tool.handler(call.arguments, call.ctx)
+    except ToolError as exc:
+        return _tool_error_result(exc, call.ctx.call_id)
+    except Exception as exc:
+        return _crash_result(exc, call.tool.name, call.ctx.call_id)
+    return result if isinstance(result, Result) else to_result(result)
+
+
+def _denied_message(tool: Tool, verdict: Verdict) -> str:
+    text = f"call to {tool.name!r} denied"
+    if verdict.rule:
+        text += f" by rule {verdict.rule!r}"
+        if verdict.origin:
+            text += f" ({verdict.origin})"
+    if verdict.reason:
+        text += f": {verdict.reason}"
+    return text + ". Do not retry the same call; choose another approach or ask the user."
+
+
+def decode_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Arguments as a dict. JSON text must be I-JSON (RFC 7493): valid UTF-8, no duplicate keys.
+
+    Raises:
+        InvalidArguments: not JSON, not an object, duplicate keys, or invalid UTF-8.
+    """
+    if isinstance(arguments, dict):
+        return dict(arguments)
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if isinstance(arguments, bytes | bytearray):
+        try:
+            arguments = bytes(arguments).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArguments(
+                f"arguments are not valid UTF-8 (byte {exc.start}); send JSON text in UTF-8"
+            ) from exc
+    if not isinstance(arguments, str):
+        raise InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise InvalidArguments(
+            f"arguments repeat the key {exc.key!r}; send each key once"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidArguments(
+            f"arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            "send a JSON object"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidArguments(
+            f"arguments must be a JSON object, got {type(value).__name__}: {arguments[:80]!r}"
+        )
+    _check_surrogates(arguments)
+    return value
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+def _check_surrogates(text: str) -> None:
+    """JSON `\\ud800` escapes decode to lone surrogates, which are not valid Unicode text."""
+    if "\\u" not in text and "\\U" not in text:
+        return
+    try:
+        json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArguments(
+            "arguments contain an unpaired UTF-16 surrogate escape; send valid Unicode text"
+        ) from exc
+
+
+def _invalid_message(tool: Tool, problems: Sequence[tuple[str, str]]) -> str:
+    lines = [f"invalid arguments for {tool.name!r}:"]
+    lines += [f"- {path}: {message}" for path, message in problems]
+    lines.append("Fix these and call the tool again.")
+    return "\n".join(lines)
+
+
+def _tool_error_result(exc: ToolError, call_id: str) -> Result:
+    metadata: dict[str, Any] = {"error_type": type(exc).__name__, "call_id": call_id}
+    if exc.retryable:
+        metadata["retryable"] = True
+    if isinstance(exc, InvalidArguments) and exc.problems:
+        metadata["problems"] = list(exc.problems)
+    return Result(content=exc.message, is_error=True, metadata=metadata)
+
+
+def _crash_result(exc: BaseException, name: str, call_id: str) -> Result:
+    logger.error("tool %r raised %s", name, type(exc).__name__, exc_info=exc)
+    message = str(exc) or "no message"
+    return Result.error(
+        f"tool {name!r} failed: {type(exc).__name__}: {message}",
+        error_type=type(exc).__name__,
+        traceback="".join(traceback.format_exception(exc)),
+        call_id=call_id,
+    )

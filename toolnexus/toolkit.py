@@ -1,0 +1,430 @@
+"""Toolkit: the object an agent holds. It owns the current Generation (registry, executor and
+live resources such as MCP sessions), runs calls on it, and swaps in a new one on reload.
+
+`create_toolkit` (sync) runs everything on a private event-loop thread; `acreate_toolkit`
+(async) runs on the caller's loop. Both return the same `Toolkit` with both APIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._loop import LoopThread, run_on
+from .approval import ApprovalPolicy, Approver, Verdict
+from .base import Result, Tool, ToolCall
+from .errors import UsageError
+from .executor import Executor
+from .middleware import Middleware
+from .registry import Registry
+
+if TYPE_CHECKING:
+    from .reload import ReloadEvent, Watcher
+
+__all__ = ["Generation", "Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
+
+Source = str | Path | Mapping[str, Any] | None
+
+
+class ToolkitState(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+@dataclass(kw_only=True, eq=False)
+class Generation:
+    """One immutable build of a toolkit. Calls in flight finish on the generation they
+    started on; its resources close once it is retired and idle."""
+
+    number: int
+    registry: Registry
+    executor: Executor
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """Closes the generation's live resources (MCP sessions, the HTTP client), last first."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """Per source (MCP server...) status, for `Toolkit.status()`."""
+    files: tuple[Path, ...] = ()
+    """Every file this generation was built from (manifests, OpenAPI specs, Python modules)."""
+    hidden: frozenset[str] = frozenset()
+    """Tools denied outright by the permissions: callable never, listed never."""
+    carry: dict[str, Any] = field(default_factory=dict)
+    """Resources the next generation may adopt (MCP sessions keyed by their configuration)."""
+    inflight: int = 0
+    retired: bool = False
+    _idle: asyncio.Event | None = None
+
+    def enter(self) -> None:
+        self.inflight += 1
+
+    def leave(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        if self.inflight == 0:
+            return
+        self._idle = asyncio.Event()
+        if self.inflight:
+            await self._idle.wait()
+
+    def tools(self) -> list[Tool]:
+        if not self.hidden:
+            return list(self.registry.tools())
+        return [t for t in self.registry.tools() if t.name not in self.hidden]
+
+
+class Toolkit:
+    """A ready set of tools: list them for the model, execute the model's calls.
+
+    Use it as a context manager (`with` or `async with`), or call `close()` / `aclose()`.
+    """
+
+    def __init__(
+        self,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        loop_thread: LoopThread | None,
+        builder: Callable[[int, Generation | None], Any],
+        source: Source = None,
+    ) -> None:
+        self._loop = loop
+        self._loop_thread = loop_thread
+        self._owner = loop_thread.thread_id if loop_thread else threading.get_ident()
+        self._builder = builder
+        self.source = source
+        self._generation: Generation | None = None
+        self._state = ToolkitState.OPEN
+        self._lock = asyncio.Lock()
+        self._watcher: Watcher | None = None
+        self.last_reload: ReloadEvent | None = None
+        """The outcome of the latest reload (success, or the error that kept the old tools)."""
+        self.on_reload: list[Callable[[ReloadEvent], Any]] = []
+
+    # -- the current generation ----------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Increases by one each time a reload swaps in new tools."""
+        return self._current().number
+
+    def _current(self) -> Generation:
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            raise UsageError(f"this toolkit is {self._state.value}; create a new one")
+        return gen
+
+    async def _install(self, gen: Generation) -> None:
+        """Swap `gen` in; retire the previous generation once its calls have finished."""
+        old, self._generation = self._generation, gen
+        if old is not None:
+            old.retired = True
+            self._loop.create_task(self._retire(old))
+
+    async def _retire(self, gen: Generation) -> None:
+        await gen.wait_idle()
+        await gen.resources.aclose()
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def tools(self) -> list[Tool]:
+        """Every tool the model may call, sorted by name (stable across requests)."""
+        return self._current().tools()
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called `name`, or None."""
+        gen = self._current()
+        return None if name in gen.hidden else gen.registry.get(name)
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools()]
+
+    def status(self) -> dict[str, Any]:
+        """Per-source status: for each MCP server, whether it is connected, its tool count and
+        last error."""
+        return dict(self._current().status)
+
+    def __len__(self) -> int:
+        return len(self.tools())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def aexecute(
+        self,
+        name: str,
+        arguments: str | bytes | Mapping[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+        middleware: Sequence[Middleware] = (),
+        approver: Approver | None = None,
+    ) -> Result:
+        """Run one call; never raises (failures are error results the model can read)."""
+        if asyncio.get_running_loop() is not self._loop:
+            return await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(
+                    self.aexecute(
+                        name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                    ),
+                    self._loop,
+                )
+            )
+        gen = self._current()
+        if name in gen.hidden:
+            return Result.error(
+                f"tool {name!r} is denied by the toolkit's permissions; choose another tool",
+                error_type="ApprovalDenied",
+            )
+        gen.inflight += 1
+        try:
+            return await gen.executor.execute(
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+            )
+        finally:
+            gen.leave()
+
+    def execute(
+        self,
+        name: str,
+        arguments: str | bytes | Mapping[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+        middleware: Sequence[Middleware] = (),
+        approver: Approver | None = None,
+    ) -> Result:
+        """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
+        self._current()
+        return run_on(
+            self._loop,
+            self.aexecute(
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+            ),
+            self._owner,
+        )
+
+    async def aexecute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+        """Run a batch of calls: adjacent read-only/concurrent ones together, the rest in order;
+        results in call order."""
+        if asyncio.get_running_loop() is not self._loop:
+            return await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self.aexecute_many(list(calls)), self._loop)
+            )
+        batch = list(calls)
+        gen = self._current()
+        hidden = [c for c in batch if c.name in gen.hidden]
+        if hidden:
+            # Route hidden names through aexecute one by one so they get the same refusal.
+            results: list[Result] = []
+            for c in batch:
+                results.append(await self.aexecute(c.name, c.arguments, call_id=c.id))
+            return results
+        gen.inflight += 1
+        try:
+            return await gen.executor.execute_many(batch)
+        finally:
+            gen.leave()
+
+    def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+        """Synchronous `aexecute_many`."""
+        self._current()
+        return run_on(self._loop, self.aexecute_many(list(calls)), self._owner)
+
+    def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
+        """The approval decision a call would get (allow / ask / deny and the rule), without
+        running it. Unknown tools and invalid arguments come back as deny with the reason."""
+        gen = self._current()
+        if name in gen.hidden:
+            from .approval import Decision
+
+            return Verdict(decision=Decision.DENY, reason="denied by the toolkit's permissions")
+        return gen.executor.check(name, arguments)
+
+    # -- reload ----------------------------------------------------------------------------
+
+    async def areload(self) -> ReloadEvent:
+        """Rebuild from the source now; keep the current tools if the new build fails."""
+        from .reload import reload_toolkit
+
+        return await reload_toolkit(self)
+
+    def reload(self) -> ReloadEvent:
+        """Synchronous `areload`."""
+        self._current()
+        return run_on(self._loop, self.areload(), self._owner)
+
+    def watch(self, *, debounce_ms: int = 50) -> None:
+        """Start watching the source files; every change triggers a reload."""
+        from .reload import start_watching
+
+        self._current()
+        if self._watcher is None:
+            self._watcher = start_watching(self, debounce_ms=debounce_ms)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._state is ToolkitState.CLOSED
+
+    async def aclose(self) -> None:
+        """Close every session and process the toolkit opened. Safe to call twice."""
+        if self._state is not ToolkitState.OPEN:
+            return
+        if asyncio.get_running_loop() is not self._loop:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.aclose(), self._loop))
+            return
+        self._state = ToolkitState.CLOSING
+        try:
+            if self._watcher is not None:
+                await self._watcher.stop()
+            gen, self._generation = self._generation, None
+            if gen is not None:
+                await gen.resources.aclose()
+        finally:
+            self._state = ToolkitState.CLOSED
+
+    def close(self) -> None:
+        """Synchronous `aclose`; also stops the private loop thread."""
+        if self._state is ToolkitState.OPEN:
+            run_on(self._loop, self.aclose(), self._owner)
+        if self._loop_thread is not None:
+            self._loop_thread.stop()
+
+    def __enter__(self) -> Toolkit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Toolkit:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+        if self._loop_thread is not None:
+            self._loop_thread.stop()
+
+    def __repr__(self) -> str:
+        if self._generation is None:
+            return f"<Toolkit {self._state.value}>"
+        gen = self._generation
+        return f"<Toolkit {len(gen.registry)} tools, generation {gen.number}>"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolkitOptions:
+    """Everything `create_toolkit` was given, kept so a reload can rebuild the same way."""
+
+    source: Source = None
+    extra_tools: tuple[Tool, ...] = ()
+    middleware: tuple[Middleware, ...] = ()
+    approver: Approver | None = None
+    permissions: ApprovalPolicy | None = None
+    builtins: Any = None
+    workspace: Path | None = None
+    env: Mapping[str, str] | None = None
+
+
+async def acreate_toolkit(
+    source: Source = None,
+    *,
+    extra_tools: Iterable[Tool] = (),
+    middleware: Sequence[Middleware] = (),
+    approver: Approver | None = None,
+    permissions: ApprovalPolicy | None = None,
+    builtins: Any = None,
+    workspace: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    watch: bool = False,
+) -> Toolkit:
+    """Build a toolkit on the running event loop (see `create_toolkit` for the arguments)."""
+    options = ToolkitOptions(
+        source=source,
+        extra_tools=tuple(extra_tools),
+        middleware=tuple(middleware),
+        approver=approver,
+        permissions=permissions,
+        builtins=builtins,
+        workspace=Path(workspace).resolve() if workspace is not None else None,
+        env=env,
+    )
+    return await _create(options, asyncio.get_running_loop(), None, watch=watch)
+
+
+def create_toolkit(
+    source: Source = None,
+    *,
+    extra_tools: Iterable[Tool] = (),
+    middleware: Sequence[Middleware] = (),
+    approver: Approver | None = None,
+    permissions: ApprovalPolicy | None = None,
+    builtins: Any = None,
+    workspace: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    watch: bool = False,
+) -> Toolkit:
+    """Load a manifest (or nothing) and return a ready `Toolkit`.
+
+    Args:
+        source: a manifest path (`tools.yaml`, `.mcp.json`), YAML text, a mapping, or None for
+            a toolkit of `extra_tools` only.
+        extra_tools: `Tool`s to add (e.g. from `@tool`).
+        middleware: toolkit-wide middleware, outside the manifest's own.
+        approver: decides calls that a rule marks `ask`; without one they are refused.
+        permissions: toolkit-wide approval policy (e.g. `compile_permissions(...)`), in
+            addition to the manifest's `permissions:`.
+        builtins: builtin tools to add: a list of names, `"all"`, or a mapping name → options.
+        workspace: root for file tools and sandboxes (default: the manifest's folder, else the
+            current directory).
+        env: the environment used for `${VAR}` interpolation (default: `os.environ`).
+        watch: reload automatically when the manifest or a tool's code changes.
+
+    Raises:
+        ManifestError: the manifest (or an include) is invalid; every problem is listed.
+        SourceError: an MCP server marked `required` did not start.
+    """
+    loop_thread = LoopThread()
+    options = ToolkitOptions(
+        source=source,
+        extra_tools=tuple(extra_tools),
+        middleware=tuple(middleware),
+        approver=approver,
+        permissions=permissions,
+        builtins=builtins,
+        workspace=Path(workspace).resolve() if workspace is not None else None,
+        env=env,
+    )
+    try:
+        return loop_thread.run(_create(options, loop_thread.loop, loop_thread, watch=watch))
+    except BaseException:
+        loop_thread.stop()
+        raise
+
+
+async def _create(
+    options: ToolkitOptions,
+    loop: asyncio.AbstractEventLoop,
+    loop_thread: LoopThread | None,
+    *,
+    watch: bool,
+) -> Toolkit:
+    from .build import build_generation
+
+    async def builder(number: int, previous: Generation | None) -> Generation:
+        return await build_generation(options, number=number, previous=previous)
+
+    toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
+    gen = await builder(1, None)
+    await toolkit._install(gen)
+    if watch:
+        toolkit.watch()
+    return toolkit
