@@ -42,8 +42,8 @@ from fractions import Fraction
 from pathlib import PurePath
 from typing import Any, Final
 
-from .errors import ConfigError, InvalidArguments, UsageError
 from .base import ToolContext
+from .errors import ConfigError, InvalidArguments, UsageError
 
 __all__ = [
     "NAME_PATTERN",
