@@ -65,8 +65,6 @@ from toolnexus.adapters import (
     parse_openai_responses_calls,
     strict_schema,
 )
-from toolnexus.errors import UsageError
-from toolnexus.function import tool
 from toolnexus.base import (
     AudioPart,
     ImagePart,
@@ -77,6 +75,8 @@ from toolnexus.base import (
     ToolContext,
     empty_parameters,
 )
+from toolnexus.errors import UsageError
+from toolnexus.function import tool
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
 PDF = b"%PDF-1.4\n%fake\n"

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
 from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
+from .errors import UsageError
 
 if TYPE_CHECKING:
     import mcp.types
@@ -416,9 +416,6 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
         if "enum" in schema and None not in schema["enum"]:
             nullable["enum"] = [*schema["enum"], None]
         return nullable
-    if "enum" in schema and not types:
-        values = schema["enum"]
-        return schema if None in values else {**schema, "enum": [*values, None]}
     if "anyOf" in schema and "type" not in schema:
         if any(variant.get("type") == "null" for variant in schema["anyOf"]):
             return schema
