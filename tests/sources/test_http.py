@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.http import build_http_tool, translate_httpx_error
-from toolnexus.base import Result, Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
 
@@ -209,6 +209,10 @@ async def test_json_body_keeps_types_and_drops_absent_keys(ctx: BuildContext, se
         "mode": "quiet",
         "fixed": True,
     }
+    got = echoed(await call(tool, name="n", count=0, tags=[], meta={}, note=None))
+    body = json.loads(got["body"])
+    assert body["note"] is None and body["nested"]["list"] == [None, "{lit}", 3]
+    assert "mode" not in body
 
 
 async def test_form_and_raw_bodies(ctx: BuildContext, server: Any) -> None:

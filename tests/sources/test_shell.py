@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import SandboxPolicy, detect
 from toolnexus.sources import BuildContext
 from toolnexus.sources.shell import build_shell_tool
-from toolnexus.base import Result, Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
 

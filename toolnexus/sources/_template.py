@@ -20,8 +20,11 @@ query, headers, bodies):
 - `{{` and `}}`: literal braces.
 
 Values are rendered as text: strings as they are, numbers and booleans as JSON scalars (`3`,
-`2.5`, `true`), objects and lists (outside a spread) as compact JSON. A rendered value is only
-ever substituted into the one element it belongs to: it is never re-parsed, split or expanded.
+`2.5`, `true`), objects and lists (outside a spread) as compact JSON. In a JSON body a string
+that is one lone `{name}` or `{name?}` keeps the argument's JSON value instead, an explicit
+null included (only an argument that was not passed at all leaves the key out). A rendered
+value is only ever substituted into the one element it belongs to: it is never re-parsed, split
+or expanded.
 """
 
 from __future__ import annotations

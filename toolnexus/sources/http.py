@@ -44,8 +44,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError, ToolError
 from ..base import Result, Tool, ToolContext
+from ..errors import ConfigError, ToolError
 from . import BuildContext
 from ._template import ABSENT, Parameters, Template, head_tail, parse_template
 

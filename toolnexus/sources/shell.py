@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError
 from ..process import ProcessResult, run_process
 from ..sandbox import SandboxPolicy, confine_path
-from ..base import Result, Tool, ToolContext
 from . import BuildContext
 from ._template import (
     Parameters,
