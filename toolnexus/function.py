@@ -23,9 +23,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
+from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
-from .base import Result, Tool, ToolContext, ToolHandler, to_result
 
 __all__ = ["is_tool_factory", "tool", "tool_factory"]
 

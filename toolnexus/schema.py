@@ -304,9 +304,23 @@ def _convert_argument(name: str, convert: Converter, value: Any) -> Any:
     except (ValueError, TypeError) as exc:
         # Foreign constructors (datetime.fromisoformat, pydantic validators, a dataclass'
         # __post_init__) reject a value the schema let through: that is the model's input.
-        raise InvalidArguments(
-            f"argument {name!r}: {exc}", [(f"$.{name}", str(exc))]
-        ) from exc
+        problems = _pydantic_problems(name, exc) or [(_join_path("$", name), str(exc))]
+        listed = "; ".join(f"{path}: {message}" for path, message in problems)
+        raise InvalidArguments(f"argument {name!r}: {listed}", problems) from exc
+
+
+def _pydantic_problems(name: str, exc: Exception) -> list[tuple[str, str]]:
+    """One `(path, message)` per error of a pydantic `ValidationError` (empty for others)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors) or type(exc).__module__.split(".")[0] != "pydantic_core":
+        return []
+    problems = []
+    for error in errors():
+        path = _join_path("$", name)
+        for part in error.get("loc", ()):
+            path = _join_path(path, part)
+        problems.append((path, str(error.get("msg", ""))))
+    return problems
 
 
 def schema_from_function(

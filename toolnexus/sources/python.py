@@ -48,9 +48,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError, UsageError
 from ..function import is_tool_factory, tool
-from ..base import Result, Tool, ToolContext
 from . import BuildContext
 
 __all__ = ["build_python_tools", "forget_local_modules", "load_reference"]
@@ -365,7 +365,7 @@ def _check_tools(items: Sequence[object], ref: str, what: str) -> list[Tool]:
     if bad:
         raise ConfigError(
             f"{what} of {ref!r} holds {', '.join(sorted(set(bad)))} items; every item must be a "
-            "Tool (wrap functions with toolnexus.base)",
+            "Tool (wrap functions with toolnexus.tool)",
             field="python",
         )
     if not items:
