@@ -17,6 +17,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from toolnexus.base import AudioPart, ImagePart, ResourcePart, Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, SourceError, ToolError, ToolTimeout, UsageError
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources.mcp import (
@@ -25,7 +26,6 @@ from toolnexus.sources.mcp import (
     McpServerState,
     connect_all,
 )
-from toolnexus.base import AudioPart, ImagePart, ResourcePart, Result, Tool, ToolContext
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 PNG_1X1 = base64.b64decode(

@@ -13,8 +13,8 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolError, ToolTimeout
 from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
+from ..errors import ToolError, ToolTimeout
 
 if TYPE_CHECKING:
     import mcp_types

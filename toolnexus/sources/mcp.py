@@ -35,8 +35,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..errors import ConfigError, SourceError, ToolError, UsageError
 from ..base import Result, Tool, ToolContext, ToolHandler
+from ..errors import ConfigError, SourceError, ToolError, UsageError
 from ._mcp_convert import build_tools, leaf_exception, to_result, translate_error
 
 if TYPE_CHECKING:
