@@ -1251,3 +1251,126 @@ async def test_strict_calls_with_nulls_for_optionals_run_as_if_they_were_left_ou
     }
     (reply,) = openai_chat_results(parse_openai_chat_calls(message), [result])
     assert reply["tool_call_id"] == "call_1"
+
+
+def test_strict_schema_infers_missing_types_and_follows_json_pointers() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "point": {"properties": {"x": {"type": "number"}}, "required": ["x"]},
+            "list": {"items": {"type": "string"}},
+            "level": {"enum": [1, 2.5]},
+            "mixed": {"enum": [None, True, 1, "one"]},
+            "shapes": {"enum": [[1], {"a": 1}]},
+            "same": {"$ref": "#/properties/point/properties/x"},
+            "first": {"$ref": "#/properties/choice/anyOf/0"},
+            "choice": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["point", "list", "level", "mixed", "shapes", "same", "first", "choice"],
+    }
+    props = strict_schema(schema)["properties"]
+    assert props["point"] == {
+        "properties": {"x": {"type": "number"}},
+        "required": ["x"],
+        "type": "object",
+        "additionalProperties": False,
+    }
+    assert props["list"] == {"items": {"type": "string"}, "type": "array"}
+    assert props["level"] == {"enum": [1, 2.5], "type": "number"}
+    assert props["mixed"]["type"] == ["null", "boolean", "integer", "string"]
+    assert props["shapes"] == {"enum": [[1], {"a": 1}]}
+    assert props["same"] == {"type": "number"}
+    assert props["first"] == {"type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "object", "properties": {"b": True}}, r"#/properties/b: expected a schema"),
+        (
+            {"type": "object", "properties": {"u": {"anyOf": [], "oneOf": []}}},
+            r"#/properties/u: both anyOf and oneOf",
+        ),
+        (
+            {"type": "object", "properties": {"r": {"$ref": "#/required/0"}}, "required": ["r"]},
+            r"resolves to 'r', not a schema",
+        ),
+    ],
+)
+def test_strict_schema_refuses_malformed_schemas(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(StrictSchemaError, match=message):
+        strict_schema(schema)
+
+
+def test_gemini_schema_edge_forms() -> None:
+    converted = gemini_schema(
+        {
+            "properties": {
+                "open": True,
+                "listed": {"items": {"type": "integer"}},
+                "choice": {"enum": ["a", None]},
+                "opt": {"anyOf": [{"type": ["string", "null"]}, {"type": "null"}]},
+                "nothing": {"anyOf": [{"type": "null"}]},
+                "empty": {"type": "object", "properties": {}},
+                "bare_array": {"type": "array", "prefixItems": []},
+                "tree": {"$ref": "#/$defs/Tree"},
+                "merged": {
+                    "allOf": [
+                        {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                        {"properties": {"b": {"type": "string"}}, "required": ["a", "b"]},
+                    ]
+                },
+            },
+            "$defs": {"Tree": {"properties": {"kids": {"items": {"$ref": "#/$defs/Tree"}}}}},
+        }
+    )
+    gemini_types.Schema.model_validate(converted)
+    assert converted["type"] == "OBJECT"
+    props = converted["properties"]
+    assert props["open"] == {}
+    assert props["listed"] == {"type": "ARRAY", "items": {"type": "INTEGER"}}
+    assert props["choice"] == {"nullable": True, "type": "STRING", "enum": ["a"]}
+    assert props["opt"] == {"nullable": True, "type": "STRING"}
+    assert props["nothing"] == {"nullable": True}
+    assert props["empty"] == {
+        "type": "OBJECT",
+        "description": "An object with keys of your choice.",
+    }
+    assert props["bare_array"] == {"type": "ARRAY"}
+    assert props["tree"]["properties"]["kids"]["items"] == {
+        "type": "OBJECT",
+        "description": "Same structure as the enclosing Tree value.",
+    }
+    assert props["merged"]["properties"] == {"a": {"type": "STRING"}, "b": {"type": "STRING"}}
+    assert props["merged"]["required"] == ["a", "b"]
+
+
+def test_parse_openai_chat_calls_accepts_decoded_arguments_from_compatible_servers() -> None:
+    """Some OpenAI-compatible servers send `arguments` already decoded."""
+    message = {
+        "tool_calls": [
+            {
+                "id": "a",
+                "type": "function",
+                "function": {"name": "search", "arguments": {"query": "q"}},
+            }
+        ]
+    }
+    assert parse_openai_chat_calls(message) == [
+        ToolCall(name="search", arguments={"query": "q"}, id="a")
+    ]
+    with pytest.raises(UsageError, match="expected an Anthropic content block as a mapping"):
+        parse_anthropic_calls([["not", "a", "block"]])
+
+
+def test_results_of_parts_only_and_blobs_no_provider_takes() -> None:
+    archive = ResourcePart(uri="file:///out/build.zip", mime_type="application/zip", data=b"PK")
+    unnamed = ResourcePart(uri="mem://blob", data=b"\x00\x01")
+    result = Result(parts=(archive, unnamed))
+    assert [c.type for c in mcp_result(result).content] == ["resource", "resource"]  # no text
+    text = anthropic_result(ToolCall(name="build", id="a"), result)["content"][0]["text"]
+    reason = "Anthropic tool results carry text, images and PDFs"
+    assert text == (
+        f"[resource file:///out/build.zip (application/zip, 2 bytes) not shown: {reason}]\n"
+        f"[resource mem://blob (binary, 2 bytes) not shown: {reason}]"
+    )

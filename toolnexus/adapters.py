@@ -235,8 +235,8 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
       joins its `enum`). The executor drops those nulls before validating (they mean "not
       given"). A nullable object or array already written `type: [T, "null"]` is rewritten
       the `anyOf` way too, the only one strict mode accepts for them;
-    - a schema of only `enum` or `const` gets the `type` of its values (newer models require
-      a `type` outside unions and `$ref`s);
+    - a schema of only `enum` or `const` of scalars gets the `type` of its values (newer
+      models require a `type` outside unions and `$ref`s);
     - `$ref` to `#`, `#/$defs/...` or `#/definitions/...` stays (strict mode supports them,
       recursion included); a `$ref` with sibling keywords or to another place is inlined;
     - `oneOf` becomes `anyOf`; an `allOf` of one schema is merged in; `prefixItems` become
@@ -314,12 +314,14 @@ def _strict(
     elif not types and ("items" in node or "prefixItems" in node):
         node["type"] = "array"
     elif not types and ("enum" in node or "const" in node):
-        # newer models refuse a schema without `type` unless it is a union or a $ref
+        # newer models refuse a schema without `type` unless it is a union or a $ref; an enum
+        # of objects or arrays stays untyped (typing it would call for properties or items)
         values = node["enum"] if "enum" in node else [node["const"]]
         inferred = list(dict.fromkeys(_json_type(v) for v in values))
         if "integer" in inferred and "number" in inferred:
             inferred.remove("integer")
-        node["type"] = inferred[0] if len(inferred) == 1 else inferred
+        if set(inferred) <= {*_SCALAR_TYPES, "null"}:
+            node["type"] = inferred[0] if len(inferred) == 1 else inferred
     types = _types(node)
     if "object" in types:
         _strict_object(node, root, path, inlining, is_root=is_root)
@@ -436,7 +438,7 @@ def _json_type(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "array" if isinstance(value, list) else "object"
+    return "compound"  # an array or object: no type is inferred from it
 
 
 def _types(node: Mapping[str, Any]) -> set[str]:
