@@ -168,6 +168,17 @@ async def test_headers_are_templated_and_secrets_never_shown(
     assert SECRET not in error.content and SECRET not in repr(error.metadata)
 
 
+async def test_unicode_values_in_headers_and_invalid_characters(
+    ctx: BuildContext, server: Any
+) -> None:
+    tool = make(ctx, {"url": f"{server.url}/echo/{{a}}", "headers": {"X-A": "{a}"}}, strings("a"))
+    got = echoed(await call(tool, a="ü中"))
+    assert got["path"] == "/echo/%C3%BC%E4%B8%AD"
+    assert got["headers"]["x-a"].encode("latin-1").decode() == "ü中"
+    with pytest.raises(ToolError, match="argument 'a' holds an invalid character"):
+        await call(tool, a="\ud800")
+
+
 async def test_a_line_break_cannot_reach_a_header(ctx: BuildContext, server: Any) -> None:
     tool = make(ctx, {"url": f"{server.url}/echo", "headers": {"X-A": "{a}"}}, strings("a"))
     with pytest.raises(ToolError, match="header X-A cannot hold a line break"):

@@ -114,6 +114,8 @@ async def test_a_nul_character_is_refused_cleanly(ws: Path) -> None:
     env_tool = make(ws, schema(("v",), v=STR), command=["true"], env={"V": "{v}"})
     with pytest.raises(ToolError, match="environment variable V would contain a NUL"):
         await call(env_tool, ws, v="\0")
+    with pytest.raises(ToolError, match="argument 'v' holds an invalid character"):
+        await call(tool, ws, v="\udc80")
 
 
 async def test_optional_flags_spreads_and_literal_braces(ws: Path) -> None:

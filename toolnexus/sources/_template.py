@@ -201,6 +201,13 @@ class Template:
                 raise _missing(slot, self.field)
             return None
         text = render_scalar(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(
+                f"argument '{slot.name}' holds an invalid character (a lone surrogate, "
+                f"{text[exc.start]!r}) that cannot be passed on; send valid Unicode text"
+            ) from exc
         return encode(text) if encode is not None else text
 
 

@@ -325,9 +325,9 @@ class Endpoint:
         self._check_host(url)
         content = self._content(args)
         extra_headers = content.pop("headers", {})
-        request = client.build_request(
-            self.method, url, headers=[*headers, *extra_headers.items()], timeout=timeout, **content
-        )
+        # UTF-8 bytes: httpx would refuse a non-ASCII str, and many servers accept UTF-8 values.
+        sent = [(name, value.encode()) for name, value in [*headers, *extra_headers.items()]]
+        request = client.build_request(self.method, url, headers=sent, timeout=timeout, **content)
         origin = (url.scheme, url.host, url.port)
         for _ in range(_MAX_REDIRECTS + 1):
             response = await client.send(request, stream=True, follow_redirects=False)
