@@ -162,6 +162,8 @@ def test_http_spec_hides_header_values_and_url_credentials(tmp_path: Path) -> No
         base_dir=tmp_path,
     )
     assert spec.transport == "http"
+    normalised = {"transport": "http", "url": "http://127.0.0.1:9/mcp", "type": "streamable-http"}
+    assert McpServerSpec.from_mapping("d", normalised, base_dir=tmp_path).transport == "http"
     assert "x1" not in repr(spec) and "tok" not in repr(spec)
     assert spec.connect_timeout == 10.0
 
@@ -199,6 +201,9 @@ def test_equal_configurations_give_equal_hashable_specs(tmp_path: Path) -> None:
         ({"type": "sse", "url": "http://h/sse"}, "type", "not supported"),
         ({"type": "websocket", "url": "http://h"}, "type", "unknown transport"),
         ({"type": "stdio", "url": "http://h"}, "command", "needs `command`"),
+        ({"transport": "sse", "url": "http://h/sse"}, "transport", "not supported"),
+        ({"transport": "http", "command": "x"}, "url", "needs `url`"),
+        ({"type": "http", "transport": "stdio", "url": "http://h"}, "transport", "disagree"),
     ],
 )
 def test_bad_entries_name_the_field(

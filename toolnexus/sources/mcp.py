@@ -63,6 +63,7 @@ _STDERR_TAIL = 2000
 
 _KEYS = (
     "type",
+    "transport",
     "command",
     "args",
     "env",
@@ -237,23 +238,31 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def _transport_type(spec: Mapping[str, Any]) -> Literal["stdio", "http"]:
-    declared = spec.get("type")
+    # `type` is how .mcp.json files say it; the manifest loader normalises it to `transport`.
+    key = "transport" if spec.get("transport") is not None else "type"
+    declared = spec.get(key)
+    both = spec.get("type") is not None and spec.get("transport") is not None
+    if both and _TYPES.get(spec["type"]) != _TYPES.get(spec["transport"], spec["transport"]):
+        raise ConfigError(
+            f"`type: {spec['type']}` and `transport: {spec['transport']}` disagree; give one",
+            field="transport",
+        )
     if declared is not None:
         if declared == "sse":
             raise ConfigError(
                 "the SSE transport is not supported; use the server's streamable HTTP endpoint "
                 "(`url:` ending in /mcp) or run it over stdio (`command:`)",
-                field="type",
+                field=key,
             )
         if declared not in _TYPES:
             raise ConfigError(
                 f"unknown transport {declared!r}{_did_you_mean(str(declared), _TYPES)}",
-                field="type",
+                field=key,
             )
         kind = _TYPES[declared]
         wanted = "command" if kind == "stdio" else "url"
         if wanted not in spec:
-            raise ConfigError(f"`type: {declared}` needs `{wanted}`", field=wanted)
+            raise ConfigError(f"`{key}: {declared}` needs `{wanted}`", field=wanted)
         return "stdio" if kind == "stdio" else "http"
     if "command" in spec and "url" in spec:
         raise ConfigError(
