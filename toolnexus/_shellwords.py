@@ -234,10 +234,23 @@ class _Parser:
             self.i += 2
             self.parse(until=")")
             return _Word("<(...)", expands=True)
+        plain = _PLAIN.match(src, self.i)
+        if plain is not None:
+            self.i = plain.end()
+            if self.i >= self.n or src[self.i] in self._STOP:  # the common case: a plain word
+                text = plain.group()
+                return _Word(text, literal_prefix=len(text))
+            add(plain.group())
         while self.i < self.n:
             c = src[self.i]
             if c in self._STOP:
                 break
+            if c not in _SPECIAL:
+                plain = _PLAIN.match(src, self.i)
+                assert plain is not None
+                add(plain.group())
+                self.i = plain.end()
+                continue
             if c == "\\":
                 nxt = self._peek(1)
                 if nxt == "\n":
@@ -391,6 +404,9 @@ class _Parser:
         return "".join(out)
 
 
+_SPECIAL = frozenset("\\'\"$`*?[]{}")
+_PLAIN = re.compile(r"[^ \t\n;&|()<>\\'\"$`*?\[\]{}]+")
+"""A run of characters that mean nothing special inside a word."""
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 _ANSI_ESCAPE = re.compile(
     r"\\(?:x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|[abeEfnrtv\\'\"?])"
@@ -590,6 +606,39 @@ def _stripped(command: _Simple, deny: bool) -> list[_Word]:
     return words
 
 
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How a rule of one kind (allow, or deny/ask) reads one simple command."""
+
+    views: tuple[_View, ...]
+    scripts: tuple[str, ...]
+    """Scripts of `bash -c SCRIPT` / `eval` judged as commands of their own."""
+
+
+@functools.lru_cache(maxsize=512)
+def _readings(command: str, deny: bool) -> tuple[_Reading, ...] | None:
+    """Every simple command of `command` as rules of one kind read it; None when an allow rule
+    cannot read it. Cached: the same line meets several rules, often on the same call."""
+    analysis = analyze(command)
+    if not deny and not analysis.safe_syntax:
+        return None
+    readings = []
+    for simple in analysis.commands:
+        if deny:
+            scripts = {
+                script
+                for words in (list(simple.words), _stripped(simple, deny=True))
+                if (script := _inline_script(words)) is not None
+            }
+        elif any(r.writes for r in simple.redirects):
+            scripts = set()
+        else:
+            script = _inline_script(_stripped(simple, deny=False))
+            scripts = set() if script is None else {script}
+        readings.append(_Reading(tuple(_views(simple, deny)), tuple(sorted(scripts))))
+    return tuple(readings)
+
+
 # --- command patterns -----------------------------------------------------------------------
 
 
@@ -634,32 +683,16 @@ def command_matches(command: str, patterns: Sequence[CommandPattern], *, strict:
     Not strict (deny and ask rules): *any* simple command matching is enough, including those
     found inside substitutions of an unparseable command, looking past every wrapper.
     """
-    analysis = analyze(command)
+    readings = _readings(command, not strict)
     if strict:
-        if not analysis.safe_syntax or not analysis.commands:
-            return False
-        return all(_simple_allowed(c, patterns) for c in analysis.commands)
-    return any(_simple_hit(c, patterns) for c in analysis.commands)
+        return bool(readings) and all(_covered(r, patterns, True) for r in readings or ())
+    return any(_covered(r, patterns, False) for r in readings or ())
 
 
-def _simple_allowed(command: _Simple, patterns: Sequence[CommandPattern]) -> bool:
-    views = _views(command, deny=False)
-    if any(p.matches(v, True) for v in views for p in patterns):
+def _covered(reading: _Reading, patterns: Sequence[CommandPattern], strict: bool) -> bool:
+    if any(p.matches(v, strict) for v in reading.views for p in patterns):
         return True
-    script = _inline_script(_stripped(command, deny=False))
-    writes = any(r.writes for r in command.redirects)
-    return script is not None and not writes and command_matches(script, patterns, strict=True)
-
-
-def _simple_hit(command: _Simple, patterns: Sequence[CommandPattern]) -> bool:
-    views = _views(command, deny=True)
-    if any(p.matches(v, False) for v in views for p in patterns):
-        return True
-    for view_words in (list(command.words), _stripped(command, deny=True)):
-        script = _inline_script(view_words)
-        if script is not None and command_matches(script, patterns, strict=False):
-            return True
-    return False
+    return any(command_matches(s, patterns, strict=strict) for s in reading.scripts)
 
 
 # --- known-safe commands --------------------------------------------------------------------
@@ -918,6 +951,7 @@ _KNOWN_SAFE: dict[str, _Check] = {
 """Read-only commands, each with a check of its arguments (dangerous flags refused)."""
 
 
+@functools.lru_cache(maxsize=512)
 def is_known_safe_command(command: str) -> bool:
     """True when `command` only reads: every simple command is on the built-in read-only list
     (with its dangerous flags excluded, e.g. `find -exec`, `rg --pre`, `sort -o`, `git branch -D`)
