@@ -25,7 +25,6 @@ import datetime as _dt
 import difflib
 import enum
 import functools
-import hashlib
 import inspect
 import itertools
 import json
@@ -35,10 +34,8 @@ import sys
 import types
 import typing
 import unicodedata
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import PurePath
 from typing import Any, Final
 
@@ -109,6 +106,8 @@ def sanitize_name(name: str, *, max_length: int = 64) -> str:
         raise UsageError(f"sanitize_name(max_length={max_length}): expected 16..64")
     folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     cleaned = _UNDERSCORES.sub("_", _BAD_NAME_CHARS.sub("_", folded)).strip("_")
+    import hashlib  # only names from outside need it; keeps `import toolnexus` light
+
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LEN]
     if not cleaned:
         return f"tool_{digest}"
@@ -491,7 +490,7 @@ def _json_default(value: Any) -> Any:
         return value if math.isfinite(value) else _NOT_JSON
     if isinstance(value, enum.Enum):
         return _json_default(value.value)
-    if isinstance(value, PurePath | uuid.UUID):
+    if isinstance(value, PurePath) or type(value).__name__ == "UUID":
         return str(value)
     if isinstance(value, _dt.date | _dt.time):
         return value.isoformat()
@@ -579,12 +578,23 @@ def _pydantic_model(tp: Any) -> bool:
 
 
 _SIMPLE: Final[dict[Any, str]] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-_STRING_FORMATS: Final[dict[type, tuple[str | None, Converter]]] = {
+_STRING_FORMATS: Final[dict[type, tuple[str, Converter]]] = {
     _dt.datetime: ("date-time", _dt.datetime.fromisoformat),
     _dt.date: ("date", _dt.date.fromisoformat),
     _dt.time: ("time", _dt.time.fromisoformat),
-    uuid.UUID: ("uuid", uuid.UUID),
 }
+
+
+def _string_format(hint: Any) -> tuple[str, Converter] | None:
+    """`(format, converter)` for hints that JSON carries as formatted strings."""
+    found = _STRING_FORMATS.get(hint)
+    if found is not None:
+        return found
+    # uuid is imported only if the program uses it: no hint can be uuid.UUID otherwise
+    uuid = sys.modules.get("uuid")
+    if uuid is not None and hint is uuid.UUID:
+        return "uuid", uuid.UUID
+    return None
 _SEQUENCE_ORIGINS: Final = frozenset(
     {list, list, typing.Sequence, typing.Iterable, typing.MutableSequence,
      cabc.Sequence, cabc.MutableSequence, cabc.Iterable, cabc.Collection}
@@ -637,8 +647,9 @@ class _Deriver:
             return self._union(args, where)
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return self._enum(hint, where)
-        if hint in _STRING_FORMATS:
-            fmt, convert = _STRING_FORMATS[hint]
+        string_format = _string_format(hint)
+        if string_format is not None:
+            fmt, convert = string_format
             return {"type": "string", "format": fmt}, convert
         if isinstance(hint, type) and issubclass(hint, PurePath):
             return {"type": "string"}, hint
@@ -1412,6 +1423,8 @@ def _multiple_of_failed(instance: Any, divisor: Any) -> bool:
             try:
                 return bool(int(quotient) != quotient)
             except OverflowError:
+                from fractions import Fraction
+
                 return (Fraction(instance) / Fraction(divisor)).denominator != 1
         return bool(instance % divisor)
     except (ValueError, OverflowError, ZeroDivisionError) as exc:
