@@ -660,8 +660,8 @@ class McpServer:
                         tg.start_soon(self._follow_changes, conn, client)
                         await conn.ended.wait()
                         tg.cancel_scope.cancel()
-        except Exception as exc:  # boundary: whatever the SDK or transport raised ends this
-            # connection; it is recorded in the status and reported by whoever waits on it.
+        except Exception as exc:  # noqa: BLE001 - the boundary: whatever the SDK raised
+            # ends this connection; it is recorded in the status and reported to its waiter.
             conn.error = exc
             if conn.ready.is_set() and not conn.closing:
                 logger.warning("MCP server '%s' failed: %s", self.spec.name, leaf_exception(exc))
