@@ -15,7 +15,6 @@ Everything is compiled up front; `decide` touches the disk only for `path` match
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
 import json
@@ -26,15 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import unquote, urlsplit
 
-from ._shellwords import (
-    CommandPattern,
-    command_matches,
-    compile_command_pattern,
-    is_known_safe_command,
-    split_command,
-)
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -158,6 +149,8 @@ _SPEC_KEYS = ("default", "rules")
 
 
 def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -175,10 +168,8 @@ def _join(field: str, key: str) -> str:
     return f"{field}.{key}" if field else key
 
 
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    test: _Test
-    verdict: Verdict
+_Rule = tuple[_Test, Verdict]
+"""A compiled rule: its condition and the verdict it gives when the condition holds."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,9 +187,9 @@ class ApprovalRules:
     """The compiled rules, deny first, then ask, then allow."""
 
     def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
-        for rule in self.rules:
-            if rule.test(arguments, workspace):
-                return rule.verdict
+        for test, verdict in self.rules:
+            if test(arguments, workspace):
+                return verdict
         return self.default
 
     def summary(self) -> str:
@@ -288,7 +279,7 @@ def compile_rules(
         field = f"rules[{index}]"
         decision, test, written, reason = _compile_rule(rule, field, properties)
         verdict = Verdict(decision=decision, rule=written, origin=where(field), reason=reason)
-        compiled[decision].append(_Rule(test=test, verdict=verdict))
+        compiled[decision].append((test, verdict))
     ordered = (*compiled[Decision.DENY], *compiled[Decision.ASK], *compiled[Decision.ALLOW])
     return ApprovalRules(default=base, rules=ordered)
 
@@ -540,6 +531,8 @@ def _compile_matcher(key: str, arg: Any, field: str, strict: bool) -> _ValueTest
         hosts = [_compile_host(h, field) for h in _strings(arg, field, "a host pattern")]
         return lambda v, ws: isinstance(v, str) and _host_matches(hosts, v, strict)
     if key == "command":
+        from ._shellwords import command_matches, compile_command_pattern
+
         patterns = [compile_command_pattern(c) for c in _strings(arg, field, "a command pattern")]
         return lambda v, ws: isinstance(v, str) and command_matches(v, patterns, strict=strict)
     if key == "any":
@@ -749,6 +742,8 @@ def _url_host(value: str) -> str | None:
     authority = re.split(r"[/?#]", text.split("//", 1)[1], maxsplit=1)[0]
     if "\\" in authority or any(ord(ch) < 0x21 for ch in authority):
         return None
+    from urllib.parse import unquote, urlsplit
+
     try:
         host = urlsplit(text).hostname
     except ValueError:
@@ -824,7 +819,8 @@ class _Permission:
     name: re.Pattern[str]
     bare: bool
     verdict: Verdict
-    command: CommandPattern | None = None
+    spec: str = ""
+    """The text between the parentheses (command patterns compile when a tool needs one)."""
     path: _PathPattern | None = None
     host: Callable[[str], bool] | None = None
     glob: re.Pattern[str] | None = None
@@ -846,7 +842,9 @@ class _Permission:
         name, kind = primary
         get = _getter(name)
         if kind == "command":
-            patterns = [self.command] if self.command else []
+            from ._shellwords import command_matches, compile_command_pattern
+
+            patterns = [compile_command_pattern(self.spec)]
             return lambda args, ws: (
                 isinstance(v := get(args), str) and command_matches(v, patterns, strict=strict)
             )
@@ -877,7 +875,7 @@ def _param_test(param: str, value: re.Pattern[str]) -> _Test:
     return test
 
 
-_Plan = tuple[tuple[_Test, Verdict], ...]
+_Plan = tuple[_Rule, ...]
 
 
 class PermissionRules:
@@ -975,7 +973,7 @@ class PermissionRules:
         if primary_name:
             kind = tool.meta.get("primary_kind") if tool.meta else None
             primary = (primary_name, kind or _primary_kind(primary_name))
-        plan: list[tuple[_Test, Verdict]] = []
+        plan: list[_Rule] = []
         for rule in self._rules:
             if rule.name.fullmatch(tool.name):
                 test = rule.for_tool(properties, primary)
@@ -1063,9 +1061,42 @@ def _compile_permission(
         name=name,
         bare=False,
         verdict=verdict,
-        command=compile_command_pattern(spec),
+        spec=spec,
         path=None if host else _permission_path_pattern(spec),
         host=host,
         glob=None if host else re.compile(_glob_regex(spec, segments=False), re.DOTALL),
         param=param,
     )
+
+
+def split_command(command: str) -> list[list[str]] | None:
+    """Split a shell command line into its simple commands, as lists of words.
+
+    Splits on `&&`, `||`, `;`, `|`, `|&`, `&` and newlines; removes quotes; drops comments and
+    redirections. Returns None when the command uses a construct that cannot be read statically
+    (command or process substitution, backticks, subshells, unbalanced quotes, an unterminated
+    here-document): such a command must never be approved automatically.
+
+    >>> split_command("git status && ls -la 'my dir' | wc -l")
+    [['git', 'status'], ['ls', '-la', 'my dir'], ['wc', '-l']]
+    """
+    from ._shellwords import split_command as split
+
+    return split(command)
+
+
+def is_known_safe_command(command: str) -> bool:
+    """True when `command` only reads: every simple command is on the built-in read-only list
+    (`ls cat head tail wc grep rg find sed -n sort uniq git status|diff|log|show|branch ...`,
+    with their dangerous flags refused: `find -exec/-delete/-fprint`, `rg --pre/-z`,
+    `sort -o`, `git diff --output`, `git branch -D`...) and nothing is redirected into a file
+    other than /dev/null.
+
+    The builtin shell tool runs such commands without asking. Anything that cannot be read
+    statically (substitutions, subshells, unbalanced quotes) is not known-safe. Wrappers that
+    change nothing (`timeout 5`, `nice`, `LANG=C`) are looked past; `bash -c 'SCRIPT'` is
+    judged by its script.
+    """
+    from ._shellwords import is_known_safe_command as known_safe
+
+    return known_safe(command)
