@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import os
 import re
 import secrets
@@ -26,11 +27,12 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
+from toolnexus.base import ImagePart, Result, Tool, ToolContext
+
 # --- toolnexus API. Everything builtin needs comes from here; switch these lines to
 # `from toolnexus import ...` once the names are exported at the top level.
 from toolnexus.errors import ConfigError, ToolError
 from toolnexus.sandbox import confine_path
-from toolnexus.base import ImagePart, Result, Tool, ToolContext
 
 # --- end of toolnexus API imports.
 
@@ -342,11 +344,11 @@ def _read_sync(
     path = _confine(ctx, path_arg, write=False)
     name = _display(ctx, path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below; a directory must fail here first
+        f = _open_for_reading(path)
     except IsADirectoryError:
         raise ToolError(
-            f"{name!r} is a directory, not a file. Use glob (e.g. pattern '{name}/*') to list "
-            f"its files, then read one of them."
+            f"{name!r} is a directory, not a file. Use glob (e.g. pattern '{name}/*') to "
+            f"list its files, then read one of them."
         ) from None
     except FileNotFoundError:
         raise _not_found(ctx, path) from None
@@ -354,8 +356,6 @@ def _read_sync(
         raise _os_error(ctx, path, "read", exc) from exc
     with f:
         st = os.fstat(f.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{name!r} is a directory, not a file. Use glob to list its files.")
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(
                 f"{name!r} is not a regular file (a device, socket or pipe); read only "
@@ -386,6 +386,19 @@ def _read_sync(
                 metadata={"total_lines": total},
             )
         return _read_lines(ctx=ctx, opts=opts, f=f, path=path, st=st, offset=offset, limit=limit)
+
+
+def _open_for_reading(path: Path) -> BinaryIO:
+    """Open without blocking: a FIFO with no writer would otherwise hang the call forever.
+
+    The caller checks `fstat` on the open file (not the path, which could change in between)
+    and refuses anything but a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    return os.fdopen(fd, "rb")
 
 
 def _ends_without_newline(f: BinaryIO, size: int) -> bool:
@@ -658,7 +671,7 @@ def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) ->
     path = _confine(ctx, args["path"], write=True)
     name = _display(ctx, path)
     try:
-        with open(path, "rb") as f:
+        with _open_for_reading(path) as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise ToolError(f"{name!r} is not a regular file; edit only changes text files.")

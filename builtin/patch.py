@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from toolnexus.base import Result, Tool, ToolContext
+
 # --- toolnexus API (see files.py: switch to `from toolnexus import ...` once exported).
 from toolnexus.errors import ToolError
-from toolnexus.base import Result, Tool, ToolContext
 
 # --- end of toolnexus API imports.
 from .files import (
@@ -378,18 +379,19 @@ class _Plan:
         except FileNotFoundError:
             return None
         if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(path)
+            raise _Unusable("is a directory; apply_patch adds, updates and deletes files only")
+        if not stat.S_ISREG(st.st_mode):
+            raise _Unusable("is not a regular file (a device, socket or pipe)")
         if st.st_size > read_limit:
-            raise _TooLarge(st.st_size)
+            raise _Unusable(
+                f"is {st.st_size} bytes, over the {read_limit}-byte limit; change it with the "
+                f"shell instead"
+            )
         return path.read_bytes()
 
 
-class _TooLarge(Exception):
-    """Internal signal: a file is over the size limit (turned into a ToolError by the caller)."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.size = size
+class _Unusable(Exception):
+    """Internal signal: a path exists but apply_patch cannot use it (the caller adds the hunk)."""
 
 
 def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Plan:
@@ -399,17 +401,8 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
         path = _confine(ctx, hunk.path, write=True)
         try:
             current = plan.current(path, opts.max_file_bytes)
-        except IsADirectoryError:
-            raise ToolError(
-                f"{where}: {hunk.path!r} is a directory; apply_patch adds, updates and deletes "
-                f"files only. Nothing was changed."
-            ) from None
-        except _TooLarge as big:
-            raise ToolError(
-                f"{where}: {hunk.path!r} is {big.size} bytes, over the "
-                f"{opts.max_file_bytes}-byte limit; change it with the shell instead. Nothing "
-                f"was changed."
-            ) from None
+        except _Unusable as why:
+            raise ToolError(f"{where}: {hunk.path!r} {why}. Nothing was changed.") from None
         except OSError as exc:
             raise ToolError(
                 f"{where}: cannot read {hunk.path!r}: {exc.strerror or exc}. Nothing was changed."
@@ -446,15 +439,12 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
             data = _encode(text)
             if hunk.move_to is not None:
                 dest = _confine(ctx, hunk.move_to, write=True)
-                try:
-                    plan.current(dest, opts.max_file_bytes)
-                except IsADirectoryError:
+                # The destination is replaced, never read: any size will do, but not a folder.
+                if dest.is_dir():
                     raise ToolError(
-                        f"{where}: the move destination {hunk.move_to!r} is a "
-                        f"directory. Nothing was changed."
-                    ) from None
-                except _TooLarge:
-                    pass  # it is replaced, never read
+                        f"{where}: the move destination {hunk.move_to!r} is a directory. "
+                        f"Nothing was changed."
+                    )
                 plan.final[dest] = data
                 if dest != path:
                     plan.final[path] = None
