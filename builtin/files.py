@@ -27,14 +27,7 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
-from toolnexus.base import ImagePart, Result, Tool, ToolContext
-
-# --- toolnexus API. Everything builtin needs comes from here; switch these lines to
-# `from toolnexus import ...` once the names are exported at the top level.
-from toolnexus.errors import ConfigError, ToolError
-from toolnexus.sandbox import confine_path
-
-# --- end of toolnexus API imports.
+from toolnexus import ConfigError, ImagePart, Result, Tool, ToolContext, ToolError, confine_path
 
 __all__ = ["files_tools"]
 

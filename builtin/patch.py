@@ -28,12 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from toolnexus.base import Result, Tool, ToolContext
+from toolnexus import Result, Tool, ToolContext, ToolError
 
-# --- toolnexus API (see files.py: switch to `from toolnexus import ...` once exported).
-from toolnexus.errors import ToolError
-
-# --- end of toolnexus API imports.
 from .files import (
     _confine,
     _decode,

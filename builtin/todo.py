@@ -12,11 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# --- toolnexus API (see files.py: switch to `from toolnexus import ...` once exported).
-from toolnexus.errors import ToolError
-from toolnexus.base import Result, Tool, ToolContext
+from toolnexus import Result, Tool, ToolContext, ToolError
 
-# --- end of toolnexus API imports.
 from .files import _parse_options
 
 __all__ = ["todo_tools"]

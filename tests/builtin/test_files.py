@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from builtin.files import files_tools
-from toolnexus.base import ImagePart, Tool, ToolContext
-from toolnexus.errors import ConfigError, ToolError
+from toolnexus import ConfigError, ImagePart, Tool, ToolContext, ToolError
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,7 @@ import pytest
 
 from builtin.files import files_tools
 from builtin.patch import patch_tools
-from toolnexus.errors import ConfigError, ToolError
-from toolnexus.base import Result, Tool, ToolContext
+from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
 
 pytestmark = pytest.mark.anyio
 
