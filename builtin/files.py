@@ -653,7 +653,7 @@ def _occurrence_lines(text: str, needle: str, most: int) -> list[int]:
 def _snippet(text: str, at: int, span: str) -> str:
     """A few numbered lines around an edit, so the model sees the result without a re-read."""
     first = _line_of(text, at)
-    lines = text.split("\n")
+    lines = text.removesuffix("\n").split("\n")
     start = max(1, first - 2)
     end = min(len(lines), first + span.count("\n") + 2, start + 19)
     return "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(start, end + 1))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from builtin.files import files_tools
-from toolnexus import ConfigError, ImagePart, Tool, ToolContext, ToolError
+from toolnexus import ConfigError, ImagePart, Tool, ToolContext, ToolError, create_toolkit
 
 pytestmark = pytest.mark.anyio
 
@@ -440,3 +440,38 @@ def test_options_are_checked() -> None:
         files_tools({"max_lines": 0})
     with pytest.raises(ConfigError, match="expected true or false"):
         files_tools({"require_read": "no"})
+
+
+# --- through a toolkit ----------------------------------------------------------------------
+
+
+def test_a_toolkit_runs_the_file_tools_with_one_shared_guard(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello\n")
+    with create_toolkit(builtins=["read", "edit", "write"], workspace=tmp_path) as toolkit:
+        refused = toolkit.execute(
+            "edit", {"path": "a.txt", "old_string": "hello", "new_string": "x"}
+        )
+        assert refused.is_error
+        assert "has not been read" in refused.content
+        assert toolkit.execute("read", {"path": "a.txt"}).content == "     1\thello"
+        edited = toolkit.execute(
+            "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"}
+        )
+        assert not edited.is_error
+        outside = toolkit.execute("read", {"path": "../x.txt"})
+        assert outside.is_error
+        assert "outside the workspace" in outside.content
+        bad = toolkit.execute("read", {"path": "a.txt", "offset": 0})
+        assert bad.is_error
+    assert (tmp_path / "a.txt").read_text() == "bye\n"
+
+
+def test_toolkit_options_reach_the_tools(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("old\n")
+    with create_toolkit(
+        builtins={"write": {"require_read": False}, "read": {"max_lines": 5}}, workspace=tmp_path
+    ) as toolkit:
+        assert not toolkit.execute("write", {"path": "a.txt", "content": "new\n"}).is_error
+        too_many = toolkit.execute("read", {"path": "a.txt", "limit": 6})
+        assert too_many.is_error
+    assert (tmp_path / "a.txt").read_text() == "new\n"

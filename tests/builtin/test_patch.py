@@ -18,7 +18,7 @@ import pytest
 
 from builtin.files import files_tools
 from builtin.patch import patch_tools
-from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
+from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError, create_toolkit
 
 pytestmark = pytest.mark.anyio
 
@@ -294,3 +294,19 @@ def test_tool_flags_and_schema() -> None:
 def test_unknown_option_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="did you mean 'max_file_bytes'"):
         patch_tools({"max_file_byte": 10})
+
+
+def test_a_toolkit_runs_apply_patch_and_reports_errors_as_results(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    with create_toolkit(builtins=["apply_patch"], workspace=tmp_path) as toolkit:
+        ok = toolkit.execute(
+            "apply_patch",
+            {"patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch"},
+        )
+        assert ok.content.endswith("M a.txt")
+        failed = toolkit.execute(
+            "apply_patch", {"patch": "*** Begin Patch\n*** Delete File: nope\n*** End Patch"}
+        )
+        assert failed.is_error
+        assert "hunk 1 (Delete File: nope" in failed.content
+    assert (tmp_path / "a.txt").read_text() == "two\n"
