@@ -23,7 +23,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -242,12 +242,13 @@ def _parse_chunk(body: list[str], start: int, offset: int, *, first: bool) -> tu
 
 # --- matching -------------------------------------------------------------------------------
 
-_PASSES: tuple[tuple[str, Any], ...] = (
-    ("exact", lambda s: s),
-    ("ignoring trailing whitespace", str.rstrip),
-    ("ignoring surrounding whitespace", str.strip),
-    ("with Unicode punctuation normalised", lambda s: s.strip().translate(_PUNCTUATION)),
+_PASSES: tuple[Callable[[str], str], ...] = (
+    lambda s: s,  # exact
+    str.rstrip,  # ignoring trailing whitespace
+    str.strip,  # ignoring surrounding whitespace
+    lambda s: s.strip().translate(_PUNCTUATION),  # typographic punctuation normalised
 )
+"""The four matching passes, strictest first: each line is compared after the pass's mapping."""
 
 
 def _seek(lines: Sequence[str], pattern: Sequence[str], start: int, at_eof: bool) -> int | None:
@@ -258,7 +259,7 @@ def _seek(lines: Sequence[str], pattern: Sequence[str], start: int, at_eof: bool
         return None
     begin = len(lines) - len(pattern) if at_eof else start
     last = len(lines) - len(pattern)
-    for _name, norm in _PASSES:
+    for norm in _PASSES:
         want = [norm(p) for p in pattern]
         for i in range(begin, last + 1):
             if all(norm(lines[i + j]) == want[j] for j in range(len(want))):

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from builtin.files import files_tools
-from toolnexus import ConfigError, ImagePart, Tool, ToolContext, ToolError, create_toolkit
+from toolnexus import (
+    ConfigError,
+    ImagePart,
+    SandboxPolicy,
+    Tool,
+    ToolContext,
+    ToolError,
+    create_toolkit,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -475,3 +483,27 @@ def test_toolkit_options_reach_the_tools(tmp_path: Path) -> None:
         too_many = toolkit.execute("read", {"path": "a.txt", "limit": 6})
         assert too_many.is_error
     assert (tmp_path / "a.txt").read_text() == "new\n"
+
+
+async def test_the_sandbox_policy_applies_to_file_tools(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("TOKEN=secret\n")
+    (tmp_path / "a.txt").write_text("a\n")
+    kit = Kit(tmp_path, require_read=False)
+
+    def ctx(tool: Tool, policy: SandboxPolicy) -> ToolContext:
+        context = kit.ctx(tool)
+        context.sandbox = policy
+        return context
+
+    hidden = SandboxPolicy(deny_read=("/**/.env",))
+    with pytest.raises(ToolError, match="deny_read"):
+        await kit.read.run({"path": ".env"}, ctx(kit.read, hidden))
+    read_only = SandboxPolicy(filesystem="read-only")
+    assert not (await kit.read.run({"path": "a.txt"}, ctx(kit.read, read_only))).is_error
+    with pytest.raises(ToolError, match="read-only"):
+        await kit.write.run({"path": "a.txt", "content": "b\n"}, ctx(kit.write, read_only))
+    with pytest.raises(ToolError, match="read-only"):
+        await kit.edit.run(
+            {"path": "a.txt", "old_string": "a", "new_string": "b"}, ctx(kit.edit, read_only)
+        )
+    assert (tmp_path / "a.txt").read_text() == "a\n"

@@ -18,7 +18,15 @@ import pytest
 
 from builtin.files import files_tools
 from builtin.patch import patch_tools
-from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError, create_toolkit
+from toolnexus import (
+    ConfigError,
+    Result,
+    SandboxPolicy,
+    Tool,
+    ToolContext,
+    ToolError,
+    create_toolkit,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -310,3 +318,18 @@ def test_a_toolkit_runs_apply_patch_and_reports_errors_as_results(tmp_path: Path
         assert failed.is_error
         assert "hunk 1 (Delete File: nope" in failed.content
     assert (tmp_path / "a.txt").read_text() == "two\n"
+
+
+async def test_the_sandbox_policy_applies_to_every_hunk(tmp_path: Path, apply_patch: Tool) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    ctx = _ctx(tmp_path)
+    ctx.sandbox = SandboxPolicy(deny_read=("/**/.env",))
+    with pytest.raises(ToolError, match="deny_read"):
+        await apply_patch.run(
+            {
+                "patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n"
+                "*** Add File: .env\n+TOKEN=x\n*** End Patch"
+            },
+            ctx,
+        )
+    assert _tree(tmp_path) == {"a.txt": b"a\n"}
