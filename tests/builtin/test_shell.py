@@ -1,0 +1,202 @@
+"""shell, shell_output and shell_kill with real bash processes in tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from builtin.shell import shell_tools
+from toolnexus import (
+    ConfigError,
+    Decision,
+    Result,
+    SandboxPolicy,
+    Tool,
+    ToolContext,
+    ToolError,
+    acreate_toolkit,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Kit:
+    """The three tools sharing one toolkit state, as a toolkit would run them."""
+
+    def __init__(self, workspace: Path, **options: Any) -> None:
+        self.tools = {t.name: t for t in shell_tools(options)}
+        self.workspace = workspace
+        self.state: dict[str, Any] = {}
+
+    async def call(self, name: str, sandbox: SandboxPolicy | None = None, **args: Any) -> Result:
+        tool = self.tools[name]
+        ctx = ToolContext(
+            call_id="c1",
+            tool_name=name,
+            workspace=self.workspace,
+            roots=(self.workspace,),
+            state=self.state,
+            sandbox=sandbox,
+        )
+        return await tool.run(args, ctx)
+
+    async def close(self) -> None:
+        jobs = self.state.get("builtin.shell.jobs")
+        if jobs is not None:
+            await jobs.aclose()
+
+
+@pytest.fixture
+async def kit(tmp_path: Path) -> Any:
+    k = Kit(tmp_path)
+    yield k
+    await k.close()
+
+
+async def test_output_keeps_stdout_and_stderr_in_order_with_exit_code(kit: Kit) -> None:
+    result = await kit.call("shell", command="echo one; echo two >&2; echo three; exit 3")
+    lines = result.content.splitlines()
+    assert lines[:3] == ["one", "two", "three"]
+    assert lines[3].startswith("[exit code 3, ")
+    assert result.metadata["exit_code"] == 3
+    assert result.metadata["duration"] >= 0
+    assert not result.is_error
+
+
+async def test_long_output_keeps_head_and_tail(tmp_path: Path) -> None:
+    kit = Kit(tmp_path, max_output=1000)
+    result = await kit.call("shell", command="seq 1 100000")
+    assert result.content.startswith("1\n2\n3\n")
+    assert "100000\n[exit code 0" in result.content
+    assert "bytes of output omitted" in result.content
+    assert "only its head and tail are shown" in result.content
+    assert len(result.content) < 1500
+    assert result.metadata["truncated"]
+
+
+async def test_timeout_kills_the_whole_process_group(tmp_path: Path, kit: Kit) -> None:
+    marker = tmp_path / "grandchild.pid"
+    command = f"(sleep 30 & echo $! > {marker}; wait) & wait"
+    result = await kit.call("shell", command=command, timeout_ms=1000)
+    assert result.is_error
+    assert "timed out after 1 s" in result.content
+    assert "run_in_background" in result.content
+    pid = int(marker.read_text())
+    with anyio.fail_after(5):
+        while _alive(pid):
+            await anyio.sleep(0.01)  # reaping by init may lag the kill by a moment
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_cwd_is_confined_to_the_workspace(tmp_path: Path, kit: Kit) -> None:
+    (tmp_path / "sub").mkdir()
+    result = await kit.call("shell", command="pwd", cwd="sub")
+    assert result.content.splitlines()[0] == str((tmp_path / "sub").resolve())
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await kit.call("shell", command="pwd", cwd="..")
+    with pytest.raises(ToolError, match="not an existing folder"):
+        await kit.call("shell", command="pwd", cwd="missing")
+
+
+async def test_read_only_sandbox_cannot_write(tmp_path: Path, kit: Kit) -> None:
+    policy = SandboxPolicy(filesystem="read-only")
+    result = await kit.call("shell", sandbox=policy, command="echo hi > f.txt; echo rc=$?")
+    assert "Read-only file system" in result.content
+    assert "rc=1" in result.content
+    assert not (tmp_path / "f.txt").exists()
+    assert result.metadata["mechanism"] != "none"
+
+
+async def test_background_job_lifecycle(tmp_path: Path, kit: Kit) -> None:
+    started = await kit.call(
+        "shell",
+        command="echo first; while [ ! -e go ]; do sleep 0.02; done; echo second >&2; exit 4",
+        run_in_background=True,
+    )
+    job = started.metadata["job_id"]
+    assert f"shell_output(id={job!r})" in started.content
+    seen = await kit.call("shell_output", id=job, wait_ms=10_000)
+    assert seen.content.startswith("first\n")
+    assert "still running" in seen.content
+    (tmp_path / "go").touch()
+    rest = ""
+    with anyio.fail_after(10):
+        while "finished" not in rest:
+            rest += (await kit.call("shell_output", id=job, wait_ms=5_000)).content
+    assert "second" in rest
+    assert "first" not in rest  # only output since the previous read
+    assert "finished: exit code 4" in rest
+    with pytest.raises(ToolError, match="no background job 'job1'"):
+        await kit.call("shell_output", id=job)
+
+
+async def test_shell_kill_stops_a_job_and_its_children(tmp_path: Path, kit: Kit) -> None:
+    started = await kit.call("shell", command="sleep 30 & echo $!; wait", run_in_background=True)
+    job = started.metadata["job_id"]
+    printed = await kit.call("shell_output", id=job, wait_ms=10_000)
+    child = int(printed.content.splitlines()[0])
+    killed = await kit.call("shell_kill", id=job)
+    assert f"Job {job} stopped (killed by SIGTERM)" in killed.content
+    with anyio.fail_after(5):
+        while _alive(child):
+            await anyio.sleep(0.01)
+    with pytest.raises(ToolError, match="no background job"):
+        await kit.call("shell_kill", id=job)
+
+
+async def test_background_jobs_are_capped_and_killed_on_close(tmp_path: Path) -> None:
+    kit = Kit(tmp_path, max_jobs=2)
+    pids = []
+    for _ in range(2):
+        started = await kit.call("shell", command="sleep 30", run_in_background=True)
+        pids.append(started.metadata["pid"])
+    with pytest.raises(ToolError, match="2 background jobs are already running"):
+        await kit.call("shell", command="sleep 30", run_in_background=True)
+    await kit.close()
+    assert not any(_alive(pid) for pid in pids)
+
+
+async def test_known_read_only_commands_are_allowed_others_ask(tmp_path: Path) -> None:
+    toolkit = await acreate_toolkit(extra_tools=shell_tools({}), workspace=tmp_path)
+    async with toolkit:
+        safe = toolkit.check("shell", {"command": "ls -la && git status | head -5"})
+        assert safe.decision is Decision.ALLOW
+        assert safe.rule == "known read-only command"
+        for command in ("rm -rf build", "ls > files.txt", "find . -delete", "echo $(id)"):
+            verdict = toolkit.check("shell", {"command": command})
+            assert verdict.decision is Decision.ASK, command
+            assert not verdict.matched
+        refused = await toolkit.aexecute("shell", {"command": "touch x"})
+        assert refused.is_error  # ask without an approver is refused (fail closed)
+        assert not (tmp_path / "x").exists()
+
+
+async def test_default_approval_option_and_flags() -> None:
+    tools = {t.name: t for t in shell_tools({"default_approval": "deny"})}
+    shell = tools["shell"]
+    assert shell.approval is not None
+    verdict = shell.approval.decide(shell, {"command": "make"}, Path("."))
+    assert verdict.decision is Decision.DENY
+    assert (shell.read_only, shell.destructive, shell.open_world) == (False, True, True)
+    assert tools["shell_output"].read_only
+    with pytest.raises(ConfigError, match="did you mean 'ask'"):
+        shell_tools({"default_approval": "asc"})
+    with pytest.raises(ConfigError, match="above max_timeout_ms"):
+        shell_tools({"default_timeout_ms": 700_000})
+
+
+def test_schema_caps_the_timeout() -> None:
+    shell: Tool = {
+        t.name: t for t in shell_tools({"max_timeout_ms": 1000, "default_timeout_ms": 1000})
+    }["shell"]
+    assert shell.parameters["properties"]["timeout_ms"]["maximum"] == 1000
