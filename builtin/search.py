@@ -307,6 +307,24 @@ def _spec(lines: Sequence[str]) -> Any:
     return GitIgnoreSpec.from_lines(lines)
 
 
+def _match(spec: Any, path: str) -> bool | None:
+    """ripgrep's reading of gitignore lines: True (matched), False (matched by a `!` line) or
+    None, the last matching line winning. A line matches the path itself, never because it
+    matches one of the path's parent folders (which pathspec's own `check_file` also counts):
+    ripgrep prunes ignored folders while walking, so a parent only matters above the search
+    root, where ripgrep does not apply it."""
+    for pattern in reversed(spec.patterns):
+        if pattern.include is None or pattern.regex is None:
+            continue
+        m = pattern.regex.match(path)
+        if m is None:
+            continue
+        parent_only = m.groupdict().get("ps_d") is not None and m.end() < len(path)
+        if not parent_only:
+            return bool(pattern.include)
+    return None
+
+
 def _read_ignore(path: str) -> Any:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -342,9 +360,9 @@ def _ignored(chain: Sequence[_Frame], path: str, is_dir: bool) -> bool | None:
             if spec is None:
                 continue
             rel = path[len(frame.folder) + 1 :] if frame.folder != "/" else path[1:]
-            verdict = spec.check_file(rel + "/" if is_dir else rel).include
+            verdict = _match(spec, rel + "/" if is_dir else rel)
             if verdict is not None:
-                return bool(verdict)
+                return verdict
     return None
 
 
@@ -362,9 +380,9 @@ class _Walker:
 
     def _override(self, rel: str, is_dir: bool) -> bool | None:
         """True: include, False: skip, None: undecided (the ignore files decide)."""
-        verdict = self.overrides.check_file(rel + "/" if is_dir else rel).include
+        verdict = _match(self.overrides, rel + "/" if is_dir else rel)
         if verdict is not None:
-            return bool(verdict)
+            return verdict
         if self.has_whitelist and not is_dir:
             return False
         return None
@@ -506,19 +524,19 @@ def _search_whole(
     import bisect
 
     matched: set[int] = set()
-    count = 0  # rg counts regions: matches whose lines overlap make one
-    region_end = 0
+    matches = 0
     for m in regex.finditer(text):
         if m.start() >= len(text) and text.endswith("\n"):
             continue  # an empty match after the final newline is on no line
         first = bisect.bisect_right(starts, m.start())
         last = bisect.bisect_right(starts, max(m.start(), m.end() - 1))
-        if first > region_end:
-            count += 1
-        region_end = max(region_end, last)
+        matches += 1
         matched.update(range(first, last + 1))
         if pattern.mode == "files_with_matches":
             break
+    # rg searches line by line unless the pattern can match a newline; only then does
+    # `--count` count matches instead of matching lines.
+    count = matches if _can_match_newline(regex) else len(matched)
     if pattern.mode != "content":
         return [], count, stopped
     shown_numbers: set[int] = set()
@@ -528,6 +546,53 @@ def _search_whole(
         )
     shown = [(n, n in matched, lines[n - 1]) for n in sorted(shown_numbers)]
     return shown, count, stopped
+
+
+_NEWLINE_CATEGORIES = frozenset({"CATEGORY_SPACE", "CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD"})
+
+
+def _set_has_newline(items: Any) -> bool:
+    negate = bool(items) and str(items[0][0]) == "NEGATE"
+    hit = any(
+        (str(op) == "LITERAL" and arg == 10)
+        or (str(op) == "RANGE" and arg[0] <= 10 <= arg[1])
+        or (str(op) == "CATEGORY" and str(arg).replace("_UNI_", "_") in _NEWLINE_CATEGORIES)
+        for op, arg in items
+    )
+    return hit != negate
+
+
+def _tree_has_newline(tree: Any) -> bool:
+    for op, arg in tree:
+        name = str(op)
+        if name == "ANY" or (name == "LITERAL" and arg == 10):
+            return True
+        if name == "NOT_LITERAL" and arg != 10:
+            return True
+        if name == "IN" and _set_has_newline(arg):
+            return True
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and _tree_has_newline(arg[2]):
+            return True
+        if name == "SUBPATTERN" and _tree_has_newline(arg[-1]):
+            return True
+        if name == "ATOMIC_GROUP" and _tree_has_newline(arg):
+            return True
+        if name == "BRANCH" and any(_tree_has_newline(b) for b in arg[1]):
+            return True
+        if name == "GROUPREF_EXISTS" and any(
+            b is not None and _tree_has_newline(b) for b in arg[1:]
+        ):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _can_match_newline(regex: re.Pattern[str]) -> bool:
+    """Whether any atom of `regex` (compiled with DOTALL) could match a newline, read from
+    its parse tree (the stdlib's parser: there is no public API for it)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    return _tree_has_newline(_parser.parse(regex.pattern, regex.flags))
 
 
 def _python_search(query: _Query, pattern: _Pattern) -> _Found:
@@ -849,7 +914,7 @@ class _Search:
         except _Timeout:
             raise self._timeout_error("the file listing") from None
         matcher = _spec(_expand_braces(rest))
-        paths = [root / n for n in names if matcher.match_file(n)]
+        paths = [root / n for n in names if _match(matcher, n)]
         paths = [p for p in paths if _allowed(ctx, p)]
         ordered = await anyio.to_thread.run_sync(lambda: _mtime_order(paths))
         shown = [_display(ctx, p) for p in ordered[: self.opts.max_results]]
@@ -1032,7 +1097,8 @@ modification time), at most {max_results}; a note says when more matched.
 Patterns: `*` and `?` match within one path segment, `**` across folders, `{{a,b}}` either \
 alternative, `[abc]` one character. A pattern without a slash matches file names at any depth \
 (`*.py` finds every Python file); one with a slash is taken from the search folder \
-(`src/**/*.ts`). `path` is the folder to search in (default: the workspace).
+(`src/**/*.ts`); a folder name alone matches no file (use `src/**`). `path` is the folder \
+to search in (default: the workspace).
 Files and folders ignored by .gitignore (also outside a git repository), .ignore or .rgignore \
 are left out; `.git` is skipped; hidden files are included; symbolic links are not followed.
 Too many results: give a deeper path or a more specific pattern. To search file contents, use \

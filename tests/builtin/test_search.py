@@ -108,6 +108,17 @@ async def test_glob_never_lists_ignored_files_even_when_named(tree: Path) -> Non
     assert await both(tree, "glob", pattern="sub/**/*.py") == "sub/deep/anchored.py"
 
 
+async def test_ignore_rules_above_the_root_apply_only_to_the_paths_themselves(
+    tree: Path,
+) -> None:
+    # As ripgrep: a parent folder's .gitignore that ignores the workspace's own folder (or one
+    # of its ancestors) does not hide the files of a search started inside it.
+    write(tree.parent, ".gitignore", "/ws\n*.md\n")
+    assert await both(tree, "glob", pattern="**/*.py") == "a.py\n.hidden/h.py\nsub/deep/anchored.py"
+    assert "notes.md" not in await both(tree, "grep", pattern="hello")
+    assert await both(tree, "glob", pattern="sub") == "No files found."
+
+
 async def test_glob_caps_results_and_says_so(tree: Path) -> None:
     for engine in ENGINES:
         out = await run(tree, kit(engine=engine, max_results=2)["glob"], pattern="**/*.py")
@@ -155,6 +166,10 @@ AGREEMENT = [
     {"pattern": r"main\(\) \{.*?\}", "multiline": True, "output_mode": "content"},
     {"pattern": r"main.*end", "multiline": True, "output_mode": "count"},
     {"pattern": r"e", "multiline": True, "output_mode": "count"},
+    {"pattern": r"l+", "multiline": True, "output_mode": "count"},
+    {"pattern": r"l\s?", "multiline": True, "output_mode": "count"},
+    {"pattern": r"[^x]e", "multiline": True, "output_mode": "count"},
+    {"pattern": r"(?:o|\W)\w", "multiline": True, "output_mode": "count"},
     {"pattern": r"o\(\);\n\}|hello", "multiline": True, "output_mode": "count"},
     {"pattern": r"def hello\(\):\s+return", "multiline": True},
     {"pattern": "hello", "output_mode": "content", "head_limit": 3, "offset": 2},
