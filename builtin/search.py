@@ -69,6 +69,7 @@ _ENGINES = ("auto", "rg", "python")
 _SNIFF = 65536
 """Bytes looked at for a NUL byte to call a file binary (rg's first read buffer)."""
 _STDERR_KEEP = 8192
+_READ_CHUNK = 1 << 20
 _MAGIC = re.compile(r"[*?\[{\\]")
 _GIT_OVERRIDE = "!.git"
 _IGNORE_FILES = (".rgignore", ".ignore", ".gitignore")
@@ -238,6 +239,8 @@ class _Query:
     """rg override globs, in order (`!` negates); `!.git` is added by the engines."""
     types: tuple[str, ...] = ()
     """Basename globs of the selected file type; empty selects every type."""
+    top_only: bool = False
+    """Only the root's own files, not its sub-folders' (rg `--max-depth 1`)."""
     max_file_size: int
     deadline: float
     max_capture: int
@@ -375,6 +378,7 @@ class _Walker:
         self.overrides = _spec([g for glob in globs for g in _expand_braces(glob)])
         self.has_whitelist = any(not g.startswith("!") for g in query.globs)
         self.types = query.types
+        self.top_only = query.top_only
         self.max_size = query.max_file_size
         self.deadline = query.deadline
 
@@ -428,7 +432,7 @@ class _Walker:
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    if self._wanted(chain, entry.path, rel, True):
+                    if not self.top_only and self._wanted(chain, entry.path, rel, True):
                         stack.append((rel, entry.path, chain))
                 elif (
                     stat.S_ISREG(st.st_mode)
@@ -651,6 +655,8 @@ _RG_BASE = (
 
 def _rg_filters(query: _Query) -> list[str]:
     args = [f"--max-filesize={query.max_file_size}"]
+    if query.top_only:
+        args.append("--max-depth=1")
     for glob in (*query.globs, _GIT_OVERRIDE):
         args.append(f"--glob={glob}")
     if query.types:
@@ -679,6 +685,7 @@ async def _run_rg(argv: list[str], cwd: Path, query: _Query) -> tuple[int, bytes
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        limit=_READ_CHUNK,
     )
     out = bytearray()
     err = bytearray()
@@ -687,7 +694,7 @@ async def _run_rg(argv: list[str], cwd: Path, query: _Query) -> tuple[int, bytes
     async def read_out() -> None:
         nonlocal cut
         assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
+        while chunk := await proc.stdout.read(_READ_CHUNK):
             out.extend(chunk)
             if len(out) > query.max_capture:
                 cut = True
@@ -806,22 +813,22 @@ async def _rg_search(rg: str, query: _Query, pattern: _Pattern) -> _Found:
 # --- shared post-processing -------------------------------------------------------------------
 
 
-def _mtime_order(paths: Sequence[Path]) -> list[Path]:
-    """Newest first; ties (and files that vanished) by path."""
-    keyed: list[tuple[int, str, Path]] = []
+def _mtime_order(paths: Sequence[str]) -> list[str]:
+    """Newest first; ties by path; files that vanished meanwhile are dropped. Plain strings:
+    building a `Path` per file costs more than the stat on large trees."""
+    keyed: list[tuple[int, str]] = []
     for p in paths:
         try:
-            mtime = os.stat(p, follow_symlinks=False).st_mtime_ns
+            keyed.append((-os.stat(p, follow_symlinks=False).st_mtime_ns, p))
         except OSError:
             continue
-        keyed.append((-mtime, str(p), p))
     keyed.sort()
-    return [p for _, _, p in keyed]
+    return [p for _, p in keyed]
 
 
-def _allowed(ctx: ToolContext, path: Path) -> bool:
+def _allowed(ctx: ToolContext, path: str) -> bool:
     """False for files the sandbox policy's `deny_read` covers: the model never sees them."""
-    return ctx.sandbox is None or ctx.sandbox.denied(path) is None
+    return ctx.sandbox is None or ctx.sandbox.denied(Path(path)) is None
 
 
 def _cut_line(text: str, limit: int) -> str:
@@ -898,9 +905,18 @@ class _Search:
         base = args.get("path") or "."
         root = self._root(ctx, os.path.join(base, prefix) if prefix else base, folder=True)
         # Every file the search would see, then the pattern as a filter: unlike `rg -g`, the
-        # pattern narrows and never brings back a file an ignore file leaves out.
+        # pattern narrows and never brings back a file an ignore file leaves out. A pattern on
+        # file names alone is also handed to the engine as a file type, which narrows the same
+        # way (types never override ignore files) and spares listing every file.
+        names_only = [g.removeprefix("**/") for g in _expand_braces(rest)]
+        anchored = {g.startswith("/") for g in names_only}
+        types: tuple[str, ...] = ()
+        if len(anchored) == 1 and not any("/" in g.lstrip("/") for g in names_only):
+            types = tuple(g.lstrip("/") for g in names_only)
         query = _Query(
             root=root,
+            types=types,
+            top_only=bool(types) and anchored == {True},
             max_file_size=sys.maxsize,
             deadline=self._deadline(ctx),
             max_capture=self.opts.max_capture_bytes,
@@ -913,11 +929,15 @@ class _Search:
                 cut = False
         except _Timeout:
             raise self._timeout_error("the file listing") from None
-        matcher = _spec(_expand_braces(rest))
-        paths = [root / n for n in names if _match(matcher, n)]
+        base_dir = str(root)
+        if not types:
+            matcher = _spec(_expand_braces(rest))
+            names = [n for n in names if _match(matcher, n)]
+        prefix = base_dir.rstrip("/") + "/"
+        paths = [prefix + n for n in names]
         paths = [p for p in paths if _allowed(ctx, p)]
         ordered = await anyio.to_thread.run_sync(lambda: _mtime_order(paths))
-        shown = [_display(ctx, p) for p in ordered[: self.opts.max_results]]
+        shown = [_display(ctx, Path(p)) for p in ordered[: self.opts.max_results]]
         page, _ = _page(shown, 0, len(shown), self.opts.max_output_chars)
         lines = page or ["No files found."]
         notes = []
@@ -1036,17 +1056,25 @@ class _Search:
         args: Mapping[str, Any],
     ) -> tuple[list[str], str]:
         """The result lines, in order, and a summary line; for every engine alike."""
+        base = str(root)
+        shown_base = _display(ctx, root)
 
-        def path_of(rel: str) -> Path:
-            return root / rel if rel else root
+        def path_of(rel: str) -> str:
+            return os.path.join(base, rel) if rel else base
+
+        def display(rel: str) -> str:
+            if not rel:
+                return shown_base
+            return rel if shown_base == "." else f"{shown_base}/{rel}"
 
         if pattern.mode == "files_with_matches":
-            paths = [p for p in map(path_of, found.files) if _allowed(ctx, p)]
-            entries = [_display(ctx, p) for p in _mtime_order(paths)]
+            by_path = {path_of(r): r for r in found.files}
+            paths = [p for p in by_path if _allowed(ctx, p)]
+            entries = [display(by_path[p]) for p in _mtime_order(paths)]
             return entries, f"Found {len(entries)} files (newest first)"
         if pattern.mode == "count":
             counts = sorted(
-                (str(path_of(r)), _display(ctx, path_of(r)), n)
+                (path_of(r), display(r), n)
                 for r, n in found.counts.items()
                 if _allowed(ctx, path_of(r))
             )
@@ -1057,9 +1085,9 @@ class _Search:
         limit = self.opts.max_line_chars
         context = pattern.before or pattern.after
         entries = []
-        groups = sorted((str(path_of(r)), r) for r in found.lines if _allowed(ctx, path_of(r)))
+        groups = sorted((path_of(r), r) for r in found.lines if _allowed(ctx, path_of(r)))
         for _, rel in groups:
-            shown = _display(ctx, path_of(rel))
+            shown = display(rel)
             previous: int | None = None
             for number, is_match, text in found.lines[rel]:
                 # rg's separator: between groups of lines that do not touch, and between files
