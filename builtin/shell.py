@@ -37,18 +37,17 @@ from typing import Any
 from toolnexus import (
     ConfigError,
     Decision,
+    ProcessHandle,
     Result,
     Tool,
     ToolContext,
     ToolError,
     Verdict,
     is_known_safe_command,
+    run_process,
+    start_process,
 )
 
-# --- toolnexus API not exported at the top level yet (asked of the lead): the process runner.
-from toolnexus.process import ProcessHandle, run_process, start_process
-
-# --- end of toolnexus API imports.
 from .files import _confine, _display, _parse_options
 
 __all__ = ["ShellApproval", "shell_tools"]

@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MCP_SERVERS = Path(__file__).parent / "mcp_servers"
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def http_server() -> Iterator[Any]:
+    """A real HTTP server on 127.0.0.1 (see tests/fixtures/http/server.py for its routes)."""
+    module = sys.modules.get("toolnexus_test_http_server") or _load(
+        "toolnexus_test_http_server", FIXTURES / "http" / "server.py"
+    )
+    with module.serve() as running:
+        yield running

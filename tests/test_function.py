@@ -148,7 +148,7 @@ async def test_async_function_runs_on_the_loop(tmp_path: Path) -> None:
 
     result = await where.run({"x": 3}, _ctx(tmp_path))
     assert result.structured == {"x": 3, "same_thread": True}
-    assert result.content == '{\n  "x": 3,\n  "same_thread": true\n}'
+    assert result.content == '{"x": 3, "same_thread": true}'  # compact JSON: fewer tokens
 
 
 @pytest.mark.anyio

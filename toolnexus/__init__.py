@@ -17,6 +17,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .adapters import (
+        Adapter,
+        get_adapter,
+    )
     from .approval import (
         ApprovalPolicy,
         ApprovalRequest,
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
         compile_permissions,
         compile_rules,
         is_known_safe_command,
+        split_command,
     )
     from .base import (
         AudioPart,
@@ -52,23 +57,60 @@ if TYPE_CHECKING:
         ManifestIssue,
         ManifestSchemaError,
         ManifestSyntaxError,
+        PathRefused,
         SandboxUnavailable,
         SourceError,
+        StrictSchemaError,
         ToolError,
         ToolnexusError,
         ToolNotFound,
         ToolTimeout,
         UsageError,
     )
-    from .executor import Executor
-    from .function import tool
-    from .middleware import Call, Middleware, Next
-    from .registry import Registry
-    from .sandbox import SandboxPolicy, confine_path
-    from .schema import sanitize_name
-    from .toolkit import Toolkit, acreate_toolkit, create_toolkit
+    from .executor import (
+        Executor,
+    )
+    from .function import (
+        tool,
+        tool_factory,
+    )
+    from .manifest import (
+        Manifest,
+        load_manifest,
+        manifest_schema,
+    )
+    from .middleware import (
+        Call,
+        Middleware,
+        Next,
+    )
+    from .process import (
+        ProcessHandle,
+        ProcessResult,
+        run_process,
+        start_process,
+    )
+    from .registry import (
+        Registry,
+    )
+    from .reload import (
+        ReloadEvent,
+    )
+    from .sandbox import (
+        SandboxPolicy,
+        confine_path,
+    )
+    from .schema import (
+        sanitize_name,
+    )
+    from .toolkit import (
+        Toolkit,
+        acreate_toolkit,
+        create_toolkit,
+    )
 
 _EXPORTS: dict[str, str] = {
+    "Adapter": "adapters",
     "ApprovalDenied": "errors",
     "ApprovalPolicy": "approval",
     "ApprovalRequest": "approval",
@@ -83,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "ImagePart": "base",
     "IncludeError": "errors",
     "InvalidArguments": "errors",
+    "Manifest": "manifest",
     "ManifestEnvError": "errors",
     "ManifestError": "errors",
     "ManifestImportError": "errors",
@@ -92,13 +135,18 @@ _EXPORTS: dict[str, str] = {
     "Middleware": "middleware",
     "Next": "middleware",
     "Part": "base",
+    "PathRefused": "errors",
     "PermissionRules": "approval",
+    "ProcessHandle": "process",
+    "ProcessResult": "process",
     "Registry": "registry",
+    "ReloadEvent": "reload",
     "ResourcePart": "base",
     "Result": "base",
     "SandboxPolicy": "sandbox",
     "SandboxUnavailable": "errors",
     "SourceError": "errors",
+    "StrictSchemaError": "errors",
     "Tool": "base",
     "ToolCall": "base",
     "ToolContext": "base",
@@ -114,13 +162,21 @@ _EXPORTS: dict[str, str] = {
     "compile_rules": "approval",
     "confine_path": "sandbox",
     "create_toolkit": "toolkit",
+    "get_adapter": "adapters",
     "is_known_safe_command": "approval",
+    "load_manifest": "manifest",
+    "manifest_schema": "manifest",
+    "run_process": "process",
     "sanitize_name": "schema",
+    "split_command": "approval",
+    "start_process": "process",
     "to_result": "base",
     "tool": "function",
+    "tool_factory": "function",
 }
 
 __all__ = [
+    "Adapter",
     "ApprovalDenied",
     "ApprovalPolicy",
     "ApprovalRequest",
@@ -135,6 +191,7 @@ __all__ = [
     "ImagePart",
     "IncludeError",
     "InvalidArguments",
+    "Manifest",
     "ManifestEnvError",
     "ManifestError",
     "ManifestImportError",
@@ -144,13 +201,18 @@ __all__ = [
     "Middleware",
     "Next",
     "Part",
+    "PathRefused",
     "PermissionRules",
+    "ProcessHandle",
+    "ProcessResult",
     "Registry",
+    "ReloadEvent",
     "ResourcePart",
     "Result",
     "SandboxPolicy",
     "SandboxUnavailable",
     "SourceError",
+    "StrictSchemaError",
     "Tool",
     "ToolCall",
     "ToolContext",
@@ -166,10 +228,17 @@ __all__ = [
     "compile_rules",
     "confine_path",
     "create_toolkit",
+    "get_adapter",
     "is_known_safe_command",
+    "load_manifest",
+    "manifest_schema",
+    "run_process",
     "sanitize_name",
+    "split_command",
+    "start_process",
     "to_result",
     "tool",
+    "tool_factory",
 ]
 
 

@@ -53,7 +53,7 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
 from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
-from .errors import UsageError
+from .errors import StrictSchemaError, UsageError
 
 if TYPE_CHECKING:
     import mcp.types
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PROVIDERS",
     "Adapter",
-    "StrictSchemaError",
     "anthropic_result",
     "anthropic_results",
     "anthropic_tools",
@@ -87,11 +86,6 @@ __all__ = [
 
 Message = dict[str, Any]
 """One provider message, content block or input item, as the provider's JSON."""
-
-
-class StrictSchemaError(UsageError):
-    """A JSON Schema that OpenAI's strict mode cannot express without changing what it accepts
-    (free-form maps, values of any type, `allOf` of several schemas, remote `$ref`s...)."""
 
 
 # --- tool definitions ----------------------------------------------------------------------

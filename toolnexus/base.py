@@ -139,6 +139,8 @@ def to_result(value: Any) -> Result:
         return Result(content=value)
     if value is None:
         return Result()
+    if isinstance(value, bool | int | float):
+        return Result(content=json.dumps(value), structured=value)
     if isinstance(value, ImagePart | AudioPart | ResourcePart):
         return Result(parts=(value,))
     if isinstance(value, bytes | bytearray | memoryview):
@@ -154,7 +156,8 @@ def to_result(value: Any) -> Result:
         if parts:
             return Result(content="\n".join(texts), parts=parts)
     structured = _jsonable(value)
-    text = json.dumps(structured, ensure_ascii=False, indent=2)
+    # Compact: the C encoder is ~20x faster than the indenting one, and models read both.
+    text = json.dumps(structured, ensure_ascii=False)
     return Result(content=text, structured=structured)
 
 

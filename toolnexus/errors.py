@@ -13,11 +13,13 @@ ToolnexusError
  │    ├── ToolNotFound
  │    ├── InvalidArguments
  │    ├── ApprovalDenied
+ │    ├── PathRefused         a file tool's path is outside the workspace or denied
  │    └── ToolTimeout
  ├── ConfigError              a tool or server configuration value is invalid (`field`)
  ├── SourceError              a tool source (MCP server, HTTP endpoint, OpenAPI file) failed
  ├── SandboxUnavailable       a sandbox was asked for and cannot be enforced here
  └── UsageError               a programmer mistake (wrong call, closed toolkit, bad name)
+      └── StrictSchemaError     a schema OpenAI's strict mode cannot express
 ```
 
 `ToolError` messages are written for a model: they say what went wrong and what to do next.
@@ -41,8 +43,10 @@ __all__ = [
     "ManifestIssue",
     "ManifestSchemaError",
     "ManifestSyntaxError",
+    "PathRefused",
     "SandboxUnavailable",
     "SourceError",
+    "StrictSchemaError",
     "ToolError",
     "ToolNotFound",
     "ToolTimeout",
@@ -196,6 +200,10 @@ class ApprovalDenied(ToolError):
     """The call was denied by a rule, by the approver, or because nobody could approve it."""
 
 
+class PathRefused(ToolError):
+    """A file tool was asked for a path the workspace confinement or the sandbox policy refuses."""
+
+
 class ToolTimeout(ToolError):
     """The call ran past its deadline and was cancelled."""
 
@@ -226,3 +234,8 @@ class SandboxUnavailable(ToolnexusError):
 
 class UsageError(ToolnexusError, RuntimeError):
     """The library was used in a way it does not support (the message says what to do instead)."""
+
+
+class StrictSchemaError(UsageError):
+    """A JSON Schema that OpenAI's strict mode cannot express without changing what it accepts
+    (free-form maps, values of any type, `allOf` of several schemas, remote `$ref`s...)."""

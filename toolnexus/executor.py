@@ -31,7 +31,7 @@ from .base import Result, Tool, ToolCall, ToolContext, to_result
 from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
 from .middleware import Call, Middleware, Next
 from .registry import Registry
-from .schema import Validator, compile_validator, drop_null_optionals
+from .schema import Validator, compile_validator
 
 __all__ = ["Executor", "decode_arguments"]
 
@@ -91,7 +91,7 @@ class Executor:
             tool, validator, chain = self._prepare(name)
             args = decode_arguments(arguments)
             if None in args.values():
-                args = drop_null_optionals(tool.parameters, args)
+                args = validator.drop_null_optionals(args)
             problems = validator.errors(args)
             if problems:
                 raise InvalidArguments(_invalid_message(tool, problems), problems)
@@ -122,7 +122,7 @@ class Executor:
                 error_type="Cancelled",
                 call_id=call_id,
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: every failure becomes a result
             return _crash_result(exc, name, call_id)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit raised *by a tool*
             if isinstance(exc, GeneratorExit):
@@ -159,7 +159,7 @@ class Executor:
             tool, validator, _ = self._prepare(name)
             args = decode_arguments(arguments)
             if None in args.values():
-                args = drop_null_optionals(tool.parameters, args)
+                args = validator.drop_null_optionals(args)
             problems = validator.errors(args)
             if problems:
                 raise InvalidArguments(_invalid_message(tool, problems), problems)
@@ -199,7 +199,7 @@ class Executor:
             if policy is not None:
                 verdicts.append(policy.decide(tool, args, self.workspace))
             return combine_verdicts(verdicts)
-        except Exception as exc:
+        except Exception as exc:  # a broken rule must fail closed, not open
             logger.exception("approval policy for %r failed; denying the call", tool.name)
             return Verdict(
                 decision=Decision.DENY,
@@ -225,7 +225,7 @@ class Executor:
             answer = approver(request)
             if inspect.isawaitable(answer):
                 answer = await answer
-        except Exception as exc:
+        except Exception as exc:  # an approver crash must fail closed
             logger.exception("approver failed for %r; denying the call", tool.name)
             return Verdict(
                 decision=Decision.DENY,
@@ -279,7 +279,7 @@ async def _run_inner(call: Call) -> Result:
         result = await call.tool.handler(call.arguments, call.ctx)
     except ToolError as exc:
         return _tool_error_result(exc, call.ctx.call_id)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the boundary: a tool crash becomes a result
         return _crash_result(exc, call.tool.name, call.ctx.call_id)
     return result if isinstance(result, Result) else to_result(result)
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     from .toolkit import Generation, Toolkit
 
-__all__ = ["ReloadEvent", "Watcher", "reload_toolkit", "start_watching"]
+__all__ = ["ReloadEvent", "Watcher", "refresh_server_tools", "reload_toolkit", "start_watching"]
 
 logger = logging.getLogger("toolnexus.reload")
 
@@ -82,7 +84,7 @@ async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> Reloa
         current = toolkit._current()
         try:
             new = await toolkit._builder(current.number + 1, current)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any build failure keeps the last good tools
             event = ReloadEvent(
                 kind="error",
                 generation=current.number,
@@ -104,15 +106,82 @@ async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> Reloa
                 trigger=tuple(trigger),
             )
             logger.info("%s", event.describe())
+    await _notify(toolkit, event)
+    return event
+
+
+async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | None:
+    """An MCP server said its tools changed: swap in a generation with its new tool list.
+
+    Everything else (other tools, sessions, state) carries over unchanged; the new generation
+    takes over the live resources, so retiring the old one closes nothing.
+    """
+    import dataclasses
+    from contextlib import AsyncExitStack
+
+    from .build import server_tools
+    from .executor import Executor
+    from .registry import Registry
+
+    started = time.monotonic()
+    async with toolkit._lock:
+        try:
+            current = toolkit._current()
+        except UsageError:
+            return None
+        carry = current.carry
+        key = next((k for k, s in carry.get("mcp", {}).items() if s is server), None)
+        if key is None:
+            return None
+        fresh = server_tools(server, carry["decls"][key])
+        stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
+        kept = [t for t in current.registry.tools() if t.name not in stale]
+        registry = Registry([*kept, *fresh])
+        old = current.executor
+        executor = Executor(
+            registry,
+            middleware=old.middleware,
+            permissions=old.permissions,
+            approver=old.approver,
+            workspace=old.workspace,
+            roots=old.roots[1:],
+            state=old.state,
+        )
+        new = dataclasses.replace(
+            current,
+            number=current.number + 1,
+            registry=registry,
+            executor=executor,
+            inflight=0,
+            retired=False,
+        )
+        new.status[server.name] = server.status.to_dict()
+        current.resources = AsyncExitStack()
+        current.carry = {}
+        added, removed, changed = _diff(current, new)
+        await toolkit._install(new)
+        event = ReloadEvent(
+            kind="tools_changed",
+            generation=new.number,
+            added=added,
+            removed=removed,
+            changed=changed,
+            duration=time.monotonic() - started,
+            trigger=(f"mcp:{server.name}",),
+        )
+    await _notify(toolkit, event)
+    return event
+
+
+async def _notify(toolkit: Toolkit, event: ReloadEvent) -> None:
     toolkit.last_reload = event
     for callback in list(toolkit.on_reload):
         try:
             outcome = callback(event)
             if asyncio.iscoroutine(outcome):
                 await outcome
-        except Exception:
+        except Exception:  # a listener's bug must not stop reloads
             logger.exception("on_reload callback failed")
-    return event
 
 
 class Watcher:

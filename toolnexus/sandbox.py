@@ -37,13 +37,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from . import _sandbox_exec as _lx
-from .errors import ConfigError, SandboxUnavailable, ToolError
+from .errors import ConfigError, PathRefused, SandboxUnavailable
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",
     "Mechanism",
     "MechanismStatus",
-    "PathRefused",
     "SandboxPolicy",
     "SandboxSupport",
     "WrappedCommand",
@@ -71,10 +70,6 @@ _ENV_KEYS = ("allow", "set")
 # environment it is given); the bwrap and Landlock chains remove the ones the policy did not keep.
 _SPAWNER_DEFAULT_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 _GLOB_CHARS = frozenset("*?[")
-
-
-class PathRefused(ToolError):
-    """A file tool was asked for a path the workspace confinement or the sandbox policy refuses."""
 
 
 def _empty_env() -> Mapping[str, str]:

@@ -58,7 +58,7 @@ class Generation:
     """Resources the next generation may adopt (MCP sessions keyed by their configuration)."""
     inflight: int = 0
     retired: bool = False
-    _idle: asyncio.Event | None = None
+    _idle: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     def enter(self) -> None:
         self.inflight += 1
@@ -419,8 +419,12 @@ async def _create(
 ) -> Toolkit:
     from .build import build_generation
 
+    toolkit: Toolkit | None = None
+
     async def builder(number: int, previous: Generation | None) -> Generation:
-        return await build_generation(options, number=number, previous=previous)
+        return await build_generation(
+            options, number=number, previous=previous, toolkit=toolkit
+        )
 
     toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
     gen = await builder(1, None)

@@ -1,0 +1,69 @@
+"""The builtin coding-agent tools: read, write, edit, apply_patch, glob, grep, shell, fetch, todo.
+
+A tool set like any other: registered under the `toolnexus.toolsets` entry point as `builtin`
+and built only from toolnexus' public API. `builtins:` in a manifest and
+`create_toolkit(builtins=...)` are shorthand for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolnexus import ConfigError, Tool
+
+__all__ = ["NAMES", "toolset"]
+
+_MODULES: dict[str, tuple[str, str]] = {
+    "read": ("files", "files_tools"),
+    "write": ("files", "files_tools"),
+    "edit": ("files", "files_tools"),
+    "apply_patch": ("patch", "patch_tools"),
+    "glob": ("search", "search_tools"),
+    "grep": ("search", "search_tools"),
+    "shell": ("shell", "shell_tools"),
+    "fetch": ("fetch", "fetch_tools"),
+    "todo": ("todo", "todo_tools"),
+}
+_COMPANIONS = {"shell": ("shell_output", "shell_kill")}
+"""Tools that come with another one: background jobs are read and stopped by these two."""
+
+NAMES = tuple(_MODULES)
+"""Every builtin tool name a manifest may list."""
+
+
+def toolset(options: Mapping[str, Mapping[str, Any]]) -> list[Tool]:
+    """The builtin tools named in `options` (name -> options; `"*"` for all of them).
+
+    Options of tools that share a module (read/write/edit, glob/grep) are merged.
+
+    Raises:
+        ConfigError: an unknown tool name (with a suggestion) or an option a tool rejects.
+    """
+    wanted = set(NAMES) if "*" in options else set()
+    for name in options:
+        if name == "*":
+            continue
+        if name not in _MODULES:
+            close = difflib.get_close_matches(name, NAMES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"unknown builtin tool {name!r}{hint} (builtins: {', '.join(NAMES)})",
+                field=f"builtins.{name}",
+            )
+        wanted.add(name)
+    by_module: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in sorted(wanted):
+        merged = by_module.setdefault(_MODULES[name], {})
+        merged.update(options.get("*", {}))
+        merged.update(options.get(name, {}))
+    keep = wanted | {c for name in wanted for c in _COMPANIONS.get(name, ())}
+    tools: list[Tool] = []
+    for (module, factory_name), module_options in by_module.items():
+        factory: Callable[[Mapping[str, Any]], list[Tool]] = getattr(
+            importlib.import_module(f"{__name__}.{module}"), factory_name
+        )
+        tools += [t for t in factory(module_options) if t.name in keep]
+    return tools

@@ -1,0 +1,331 @@
+"""`create_toolkit("tools.yaml")` end to end: every kind of tool, rules, middleware, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolnexus import (
+    ApprovalRequest,
+    Decision,
+    ManifestError,
+    ManifestImportError,
+    ManifestSchemaError,
+    create_toolkit,
+)
+
+from .conftest import MCP_SERVERS
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+MATH = '''
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+
+def test_python_shell_and_http_tools_from_one_manifest(tmp_path: Path, http_server: Any) -> None:
+    write(tmp_path, "mathmod.py", MATH)
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        defaults: {timeout: 10s}
+        middleware:
+          - {audit: {path: logs/calls.jsonl}}
+        tools:
+          - name: add
+            python: mathmod:add
+          - name: say
+            description: Echo words
+            command: [echo, "{text}"]
+            parameters:
+              type: object
+              properties: {text: {type: string}}
+              required: [text]
+          - name: first_item
+            http:
+              url: "${BASE_URL}/json"
+              response: {pick: "$.data.items[0].name"}
+        """,
+    )
+    env = {"BASE_URL": http_server.url}
+    with create_toolkit(manifest, env=env) as tk:
+        assert [t.name for t in tk.tools()] == ["add", "first_item", "say"]
+        assert tk.get("add").description == "Add two integers."
+        assert tk.execute("add", {"a": 2, "b": 40}).content == "42"
+        said = tk.execute("say", {"text": "hello; rm -rf / $(id)"})
+        assert said.content.strip() == "hello; rm -rf / $(id)"
+        assert tk.execute("first_item").content.strip('"\n') == "a"
+        assert tk.get("say").source == "shell"
+    log = [json.loads(x) for x in (tmp_path / "logs" / "calls.jsonl").read_text().splitlines()]
+    assert [entry["tool"] for entry in log] == ["add", "say", "first_item"]
+
+
+def test_approval_rules_decide_from_arguments_and_name_their_line(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - name: show
+            command: [echo, "{path}"]
+            parameters:
+              type: object
+              properties: {path: {type: string}}
+              required: [path]
+            approval:
+              default: allow
+              rules:
+                - {decision: deny, when: {path: {glob: "/etc/**"}}}
+                - {decision: ask, when: {path: {prefix: "secret"}}}
+        """,
+    )
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    with create_toolkit(manifest, approver=approver) as tk:
+        verdict = tk.check("show", {"path": "/etc/passwd"})
+        assert verdict.decision is Decision.DENY
+        assert verdict.origin is not None
+        assert verdict.origin.startswith(f"{manifest}:12")
+        denied = tk.execute("show", {"path": "/etc/passwd"})
+        assert denied.is_error
+        assert "tools.yaml:12" in denied.content
+        assert tk.execute("show", {"path": "secret.txt"}).content.strip() == "secret.txt"
+        assert asked[0].verdict.decision is Decision.ASK
+        assert tk.execute("show", {"path": "notes.txt"}).content.strip() == "notes.txt"
+        assert len(asked) == 1
+
+
+def test_manifest_permissions_deny_wins_and_bare_deny_hides_the_tool(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        permissions:
+          allow: ["say"]
+          deny: ["say(text:*password*)", "hidden"]
+        tools:
+          - {name: say, command: [echo, "{text}"],
+             approval: allow}
+          - {name: hidden, command: [echo, hi]}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.names() == ["say"]
+        assert tk.execute("say", {"text": "ok"}).content.strip() == "ok"
+        refused = tk.execute("say", {"text": "my password is x"})
+        assert refused.is_error
+        assert "denied" in refused.content
+        assert tk.execute("hidden").is_error
+        assert tk.check("hidden").decision is Decision.DENY
+
+
+def test_defaults_approval_ask_fails_closed_without_an_approver(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        defaults: {approval: ask}
+        tools:
+          - {name: say, command: [echo, hi]}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        result = tk.execute("say")
+        assert result.is_error
+        assert "no approver" in result.content
+
+
+def test_every_build_problem_is_reported_at_once_with_its_line(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - name: one
+            command: [echo, "{txt}"]
+            parameters: {type: object, properties: {text: {type: string}}}
+          - name: two
+            python: no_such_module_here:f
+          - name: three
+            command: [echo, hi]
+            approval:
+              rules:
+                - {decision: deny, when: {x: {glob_: "*"}}}
+        """,
+    )
+    with pytest.raises(ManifestError) as err:
+        create_toolkit(manifest)
+    text = str(err.value)
+    assert len(err.value.issues) == 3
+    assert "tools.yaml:4" in text  # the placeholder
+    assert "did you mean {text}" in text
+    assert "tools.yaml:7" in text  # the import
+    assert "no_such_module_here" in text
+    assert "tools.yaml:12" in text or "tools.yaml:13" in text  # the rule
+    assert "glob" in text
+
+
+def test_an_import_error_alone_is_a_manifest_import_error(tmp_path: Path) -> None:
+    write(tmp_path, "broken.py", "raise RuntimeError('boom at import')\n")
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - {name: f, python: broken:f}
+        """,
+    )
+    with pytest.raises(ManifestImportError, match="boom at import"):
+        create_toolkit(manifest)
+
+
+def test_python_tool_with_a_sandbox_is_refused_at_its_line(tmp_path: Path) -> None:
+    write(tmp_path, "mathmod.py", MATH)
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - name: add
+            python: mathmod:add
+            sandbox: {network: false}
+        """,
+    )
+    with pytest.raises(ManifestSchemaError) as err:
+        create_toolkit(manifest)
+    assert "tools.yaml:5" in str(err.value)
+    assert "isolate: process" in str(err.value)
+
+
+def test_shell_tool_sandbox_is_enforced(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - name: touch
+            command: [touch, "{path}"]
+            sandbox: {filesystem: read-only}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        result = tk.execute("touch", {"path": str(tmp_path / "made")})
+        assert result.is_error
+        assert not (tmp_path / "made").exists()
+
+
+def test_tool_middleware_and_timeout_from_yaml(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "slow.py",
+        '''
+        import asyncio
+
+        async def nap(seconds: float) -> str:
+            """Sleep a while."""
+            await asyncio.sleep(seconds)
+            return "done"
+
+        def shout() -> str:
+            """Return a long text."""
+            return "A" * 5000
+        ''',
+    )
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - {name: nap, python: slow:nap, timeout: 200ms}
+          - {name: shout, python: slow:shout, middleware: [{truncate: 1000}]}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        slow = tk.execute("nap", {"seconds": 5})
+        assert slow.is_error
+        assert "timed out after 200ms" in slow.content
+        assert tk.execute("nap", {"seconds": 0}).content == "done"
+        assert tk.execute("shout").metadata["truncated"] is True
+
+
+def test_mcp_server_over_stdio_from_the_manifest(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        f"""
+        version: 1
+        mcp_servers:
+          probe:
+            command: {sys.executable}
+            args: ["{MCP_SERVERS / "everything.py"}"]
+            prefix: probe_
+            tools: {{include: [echo, add, fail]}}
+            approval:
+              default: allow
+              rules: [{{decision: deny, when: {{a: {{gt: 100}}}}}}]
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.names() == ["probe_add", "probe_echo", "probe_fail"]
+        assert tk.execute("probe_add", {"a": 2, "b": 3}).content == "5"
+        assert tk.execute("probe_add", {"a": 200, "b": 3}).is_error
+        failed = tk.execute("probe_fail", {"message": "nope"})
+        assert failed.is_error
+        assert tk.status()["probe"]["state"] == "ready"
+
+
+def test_mcp_json_file_is_accepted_as_is(tmp_path: Path) -> None:
+    config = {
+        "mcpServers": {
+            "probe": {"command": sys.executable, "args": [str(MCP_SERVERS / "everything.py")]}
+        }
+    }
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps(config))
+    with create_toolkit(path) as tk:
+        assert "add" in tk.names()
+        assert tk.execute("add", {"a": 1, "b": 1}).content == "2"
+
+
+def test_builtins_from_the_manifest_use_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("one\ntwo\n")
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        builtins: [read, todo]
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.names() == ["read", "todo"]
+        assert "two" in tk.execute("read", {"path": "notes.txt"}).content
+        outside = tk.execute("read", {"path": "/etc/passwd"})
+        assert outside.is_error
