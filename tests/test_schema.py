@@ -38,13 +38,15 @@ from toolnexus.schema import (
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["a", "read_file", "get-weather", "A1", "x" * 64, "_", "-x"])
+@pytest.mark.parametrize("name", ["a", "read_file", "get-weather", "A1", "x" * 64, "_", "_-x"])
 def test_valid_names(name: str) -> None:
     assert is_valid_name(name)
     assert check_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "x" * 65, "read file", "a.b", "naïve", "a/b", "a\n"])
+@pytest.mark.parametrize(
+    "name", ["", "x" * 65, "read file", "a.b", "naïve", "a/b", "a\n", "-x", "1password"]
+)
 def test_invalid_names_are_refused_with_the_rule_and_a_suggestion(name: str) -> None:
     assert not is_valid_name(name)
     with pytest.raises(UsageError) as err:
@@ -53,6 +55,12 @@ def test_invalid_names_are_refused_with_the_rule_and_a_suggestion(name: str) -> 
     assert "1-64 characters" in str(err.value)
     if name:
         assert repr(sanitize_name(name)) in str(err.value)
+
+
+def test_sanitized_names_start_with_a_letter_for_gemini() -> None:
+    assert sanitize_name("1password") == "t_1password"
+    assert sanitize_name("-flag") == "flag"
+    assert is_valid_name(sanitize_name("42"))
 
 
 def test_check_name_refuses_non_strings() -> None:

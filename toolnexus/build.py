@@ -377,6 +377,7 @@ def _attach(
         policy = compiled if policy is None else _Both(policy, compiled)
     for override in overrides:
         if override.approval is not None:
+            _check_tightens(override.approval, t.name)
             stricter = compile_rules(
                 override.approval,
                 locate=lambda f, o=override: str(o.locate(f"approval.{f}" if f else "approval")),
@@ -411,6 +412,26 @@ def _attach(
         sandbox=sandbox if sandbox is not None else t.sandbox,
         middleware=(*chain, *t.middleware),
     )
+
+
+def _check_tightens(approval: Any, name: str) -> None:
+    """An include override may add `ask` and `deny`, never `allow` (deny anywhere wins).
+
+    Raises:
+        ConfigError: the override would let something through that the included file did not.
+    """
+    loosening = approval == "allow"
+    if isinstance(approval, Mapping):
+        loosening = approval.get("default") == "allow" or any(
+            isinstance(rule, Mapping) and rule.get("decision") == "allow"
+            for rule in approval.get("rules") or ()
+        )
+    if loosening:
+        raise ConfigError(
+            f"an include override may only tighten the approval of {name!r} (ask or deny); "
+            "'allow' would loosen what the included manifest decided",
+            field="approval",
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,17 +59,18 @@ __all__ = [
 # Names
 # --------------------------------------------------------------------------------------------
 
-NAME_PATTERN: Final = "^[A-Za-z0-9_-]{1,64}$"
-"""The tool-name rule accepted by OpenAI, Anthropic and Gemini alike (as a JSON Schema pattern)."""
+NAME_PATTERN: Final = "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+"""The tool-name rule accepted by OpenAI, Anthropic and Gemini alike (as a JSON Schema pattern):
+Gemini also wants the first character to be a letter or `_`."""
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 _UNDERSCORES = re.compile(r"_{2,}")
 _HASH_LEN = 8
 
 
 def is_valid_name(name: object) -> bool:
-    """True when `name` is 1-64 characters of `[A-Za-z0-9_-]`."""
+    """True when `name` is 1-64 characters of `[A-Za-z0-9_-]` starting with a letter or `_`."""
     return isinstance(name, str) and _NAME_RE.fullmatch(name) is not None
 
 
@@ -86,7 +87,7 @@ def check_name(name: object) -> str:
     hint = f"; for example {sanitize_name(name)!r}" if name else ""
     raise UsageError(
         f"invalid tool name {name!r}: a name must be 1-64 characters of letters, digits, "
-        f"'_' or '-' (the rule every provider accepts){hint}"
+        f"'_' or '-', starting with a letter or '_' (the rule every provider accepts){hint}"
     )
 
 
@@ -105,12 +106,14 @@ def sanitize_name(name: str, *, max_length: int = 64) -> str:
     if not 16 <= max_length <= 64:
         raise UsageError(f"sanitize_name(max_length={max_length}): expected 16..64")
     folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    cleaned = _UNDERSCORES.sub("_", _BAD_NAME_CHARS.sub("_", folded)).strip("_")
+    cleaned = _UNDERSCORES.sub("_", _BAD_NAME_CHARS.sub("_", folded)).strip("_").lstrip("-")
     import hashlib  # only names from outside need it; keeps `import toolnexus` light
 
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LEN]
     if not cleaned:
         return f"tool_{digest}"
+    if not (cleaned[0].isalpha() or cleaned[0] == "_"):
+        cleaned = f"t_{cleaned}"  # Gemini refuses a leading digit or dash
     if len(cleaned) <= max_length:
         return cleaned
     head = cleaned[: max_length - _HASH_LEN - 1].rstrip("_")

@@ -289,6 +289,7 @@ class Toolkit:
             gen, self._generation = self._generation, None
             if gen is not None:
                 await gen.resources.aclose()
+                await _close_state(gen.executor.state)
         finally:
             self._state = ToolkitState.CLOSED
 
@@ -318,6 +319,20 @@ class Toolkit:
             return f"<Toolkit {self._state.value}>"
         gen = self._generation
         return f"<Toolkit {len(gen.registry)} tools, generation {gen.number}>"
+
+
+async def _close_state(state: dict[str, Any]) -> None:
+    """Close what tools keep in the toolkit's state (background shell jobs...).
+
+    State outlives generations (a reload keeps the todo list and running jobs), so it closes
+    with the toolkit, not with a generation.
+    """
+    for value in list(state.values()):
+        aclose = getattr(value, "aclose", None)
+        if callable(aclose):
+            outcome = aclose()
+            if asyncio.iscoroutine(outcome):
+                await outcome
 
 
 @dataclass(frozen=True, kw_only=True)
