@@ -615,7 +615,13 @@ async def _build_servers(
     for decl in decls:
         try:
             spec = McpServerSpec.from_mapping(decl.name, decl.spec, base_dir=decl.base_dir)
-            sandbox = _sandbox(None, decl.spec.get("sandbox"), decl.base_dir, protected)
+            stdio = "command" in decl.spec
+            sandbox = _sandbox(
+                decl.defaults.sandbox if stdio else None,
+                decl.spec.get("sandbox"),
+                decl.base_dir,
+                protected,
+            )
             if sandbox is not None:
                 sandbox.check_process()
             # The approval rules are compiled now so that a bad rule is reported at load.
