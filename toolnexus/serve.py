@@ -1,0 +1,668 @@
+"""A Toolkit served as an MCP server (`toolnexus serve`): stdio and streamable HTTP.
+
+Built on the SDK's low-level `Server` so the toolkit stays in charge: the tool list is the
+toolkit's current generation (annotations included), every call goes through
+`Toolkit.aexecute`, so validation, approval rules, sandboxes and middleware hold for remote
+callers exactly as for a local agent.
+
+Approval. A call a rule marks `ask` is put to the *client's user* through MCP elicitation:
+mid-call (`elicitation/create`) on handshake-era connections, or as an `InputRequiredResult`
+the client answers and retries on 2026-07-28 connections (which also works on stateless HTTP
+and across workers: the question is derived from the call itself, nothing is kept server-side).
+A client that did not declare elicitation cannot ask anyone, so the call is refused with a
+message saying so. The toolkit's own `approver` is never consulted for remote calls.
+
+Reload. With `watch`, each reload that changed tools is announced to every connected client:
+`notifications/tools/list_changed` on handshake-era connections and a `ToolsListChanged` event
+on 2026-07-28 `subscriptions/listen` streams.
+
+Scale-out. `http_app` builds the toolkit in the ASGI app's lifespan, so every uvicorn worker
+has its own; `app_from_env` is the import-string factory uvicorn needs for `workers > 1`.
+
+This module imports `mcp`, `starlette` and `uvicorn` inside functions only: `import
+toolnexus.serve` stays cheap, and `import toolnexus` never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import sys
+import weakref
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .approval import Decision
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import mcp.types
+    from mcp.server.lowlevel import Server
+    from starlette.applications import Starlette
+
+    from .approval import ApprovalRequest, Approver, Verdict
+    from .reload import ReloadEvent
+    from .toolkit import Toolkit
+
+__all__ = [
+    "HEALTH_PATH",
+    "MCP_PATH",
+    "ServeOptions",
+    "app_from_env",
+    "build_server",
+    "http_app",
+    "serve",
+    "serve_stdio",
+]
+
+MCP_PATH = "/mcp"
+"""Where the streamable HTTP endpoint lives."""
+HEALTH_PATH = "/healthz"
+"""`GET` answers 200 once the worker's toolkit is built (no token needed: it reveals nothing)."""
+
+ENV_MANIFEST = "TOOLNEXUS_SERVE_MANIFEST"
+ENV_TOKEN = "TOOLNEXUS_SERVE_TOKEN"
+ENV_HOST = "TOOLNEXUS_SERVE_HOST"
+ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
+ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
+
+_APPROVAL_KEY = "toolnexus/approval"
+"""The key of our question in an `InputRequiredResult` and of its answer in the retry."""
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Allow this call",
+            "description": "Untick (or decline) to refuse the call.",
+            "default": True,
+        }
+    },
+    "required": ["approve"],
+}
+_ARGS_SHOWN = 2000
+"""Characters of a call's arguments shown in an approval prompt; the rest is elided."""
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    """How `toolnexus serve` runs; `serve` checks every field before starting anything."""
+
+    manifest: Path
+    http: str | None = None
+    """`HOST:PORT`, `:PORT` or `PORT` for streamable HTTP (host 127.0.0.1 by default); None
+    serves stdio."""
+    token: str | None = None
+    """Bearer token every HTTP request must carry; required on a non-loopback host. Unused on
+    stdio, whose only client is the process that started the server."""
+    watch: bool = False
+    """Reload on file changes and tell connected clients that the tool list changed."""
+    stateless: bool = False
+    """Stateless streamable HTTP: no session, any worker answers any request."""
+    workers: int = 1
+    """uvicorn worker processes (HTTP only; more than one needs `stateless`)."""
+
+
+# --- options ----------------------------------------------------------------------------------
+
+
+def _parse_http(value: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[::1]:PORT`, `:PORT` or `PORT` -> (host, port)."""
+    text = value.strip()
+    if text.isdigit():
+        host, port_text = "", text
+    elif text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ConfigError(
+                f"{value!r} is not HOST:PORT; write an IPv6 host in brackets, e.g. [::1]:8000",
+                field="--http",
+            )
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ConfigError(
+                f"{value!r} is not HOST:PORT; e.g. 127.0.0.1:8000 or :8000", field="--http"
+            )
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(
+            f"port {port_text!r} in {value!r} is not a number from 0 to 65535", field="--http"
+        )
+    return host or "127.0.0.1", int(port_text)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+def _require_token(host: str, token: str | None) -> None:
+    if not token and not _is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve on {host}, which is not a loopback address, without a bearer "
+            "token: anyone who can reach it could run the tools. Pass --token TOKEN or set "
+            'TOOLNEXUS_TOKEN (make one with: python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))"), or bind to 127.0.0.1',
+            field="--token",
+        )
+
+
+def _check(options: ServeOptions) -> tuple[str, int] | None:
+    if options.workers < 1:
+        raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
+    if options.http is None:
+        if options.workers > 1 or options.stateless:
+            flag = "--workers" if options.workers > 1 else "--stateless"
+            raise ConfigError("applies to streamable HTTP only; add --http HOST:PORT", field=flag)
+        return None
+    host, port = _parse_http(options.http)
+    _require_token(host, options.token)
+    if options.workers > 1 and not options.stateless:
+        raise ConfigError(
+            "several workers need --stateless: a session lives in one worker, and a load "
+            "balancer would send its requests to others",
+            field="--workers",
+        )
+    return host, port
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+class _Announcer:
+    """Tells connected clients that the tool list changed.
+
+    Handshake-era connections are tracked weakly (a closed connection simply disappears);
+    2026-07-28 clients listen on `subscriptions/listen` streams fed by the bus.
+    """
+
+    def __init__(self) -> None:
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self.bus = InMemorySubscriptionBus()
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def track(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Server middleware: remember the connection of every handshake-era message."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        self.loop = asyncio.get_running_loop()
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The low-level request context does not expose the connection (the SDK's newer
+            # `Context.connection` is not built by its runner yet); the session holds it.
+            self.connections.add(ctx.session._connection)
+        return await call_next(ctx)
+
+    async def on_reload(self, event: ReloadEvent) -> None:
+        if event.kind != "tools_changed" or self.loop is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            await self.announce()
+        else:  # a toolkit on its own loop thread (create_toolkit) serving this server's loop
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.announce(), self.loop))
+
+    async def announce(self) -> None:
+        from mcp.server.subscriptions import ToolsListChanged
+
+        await self.bus.publish(ToolsListChanged())
+        for connection in list(self.connections):
+            await connection.send_tool_list_changed()
+
+
+def build_server(toolkit: Toolkit, *, name: str = "toolnexus") -> Server[Any]:
+    """An MCP `Server` (low-level SDK) that lists and runs `toolkit`'s tools.
+
+    Serve it with `serve_stdio`, `http_app`, any SDK transport, or in-process with
+    `mcp.Client(server)`. It advertises `tools.listChanged` and announces every reload that
+    changed tools (`toolkit.watch()` or `toolkit.areload()`).
+
+    Args:
+        toolkit: the tools to serve; the caller keeps ownership (close it after serving).
+        name: the server name clients see.
+    """
+    from mcp import types
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.models import InitializationOptions
+    from mcp.server.subscriptions import ListenHandler
+
+    from .adapters import mcp_result, mcp_tools
+
+    announcer = _Announcer()
+
+    class ToolkitServer(Server[Any]):
+        def create_initialization_options(
+            self,
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> InitializationOptions:
+            # Every transport (stdio, each HTTP session, in-process) asks for these: the
+            # handshake then advertises tools.listChanged, which reloads make true.
+            return super().create_initialization_options(
+                notification_options or NotificationOptions(tools_changed=True),
+                experimental_capabilities,
+                extensions,
+            )
+
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=mcp_tools(toolkit.tools()))
+
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        arguments = params.arguments or {}
+        verdict = toolkit.check(params.name, arguments)
+        approver: Approver = _refuse
+        if verdict.decision is Decision.ASK:
+            gate = _approval_gate(ctx, params, arguments, verdict)
+            if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
+                return gate
+            approver = gate
+        result = await toolkit.aexecute(
+            params.name, arguments, call_id=f"mcp-{ctx.request_id}", approver=approver
+        )
+        return mcp_result(result)
+
+    def input_schema(tool_name: str) -> dict[str, Any] | None:
+        tool = toolkit.get(tool_name)
+        return tool.parameters if tool is not None else None
+
+    server = ToolkitServer(
+        name,
+        version=_version(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(announcer.bus),
+        get_tool_input_schema=input_schema,
+    )
+    server.middleware.append(announcer.track)
+    toolkit.on_reload.append(announcer.on_reload)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolnexus")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return ""
+
+
+def _refuse(request: ApprovalRequest) -> bool:
+    """The approver of calls that did not need approval when they arrived: if a reload made
+    one need it since, nobody was asked, so it is refused."""
+    return False
+
+
+# --- approval over MCP ------------------------------------------------------------------------
+
+
+def _question(name: str, arguments: Any, verdict: Verdict) -> str:
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+    if len(shown) > _ARGS_SHOWN:
+        shown = shown[:_ARGS_SHOWN] + f"… ({len(shown) - _ARGS_SHOWN} more characters)"
+    return f"Allow tool {name!r} with arguments {shown}? ({verdict.describe()})"
+
+
+def _fingerprint(question: str) -> str:
+    """Binds an answer to the exact question the client was shown (request_state)."""
+    return hashlib.sha256(question.encode()).hexdigest()[:32]
+
+
+def _refusal(name: str, verdict: Verdict, why: str) -> mcp.types.CallToolResult:
+    from .adapters import mcp_result
+    from .base import Result
+
+    return mcp_result(
+        Result.error(
+            f"tool {name!r} needs the user's approval ({verdict.describe()}), and {why}. "
+            "Use an MCP client that supports elicitation, or ask the server's operator to "
+            "allow this call in the manifest.",
+            error_type="ApprovalDenied",
+        )
+    )
+
+
+def _accepted(answer: mcp.types.ElicitResult) -> bool:
+    return answer.action == "accept" and (answer.content or {}).get("approve") is True
+
+
+def _approval_gate(
+    ctx: Any, params: mcp.types.CallToolRequestParams, arguments: Any, verdict: Verdict
+) -> Approver | mcp.types.CallToolResult | mcp.types.InputRequiredResult:
+    """How this call's `ask` is answered: an approver for the executor, or the result to send
+    instead of running the call (a refusal, or the question as an `InputRequiredResult`)."""
+    from mcp import types
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    name = params.name
+    wants = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    if not ctx.session.check_client_capability(wants):
+        return _refusal(
+            name, verdict, "this client cannot ask its user: it did not declare elicitation"
+        )
+    question = _question(name, arguments, verdict)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (params.input_responses or {}).get(_APPROVAL_KEY)
+        if isinstance(answer, types.ElicitResult) and params.request_state == _fingerprint(
+            question
+        ):
+            approved = _accepted(answer)
+            return lambda request: approved
+        return types.InputRequiredResult(
+            input_requests={
+                _APPROVAL_KEY: types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message=question, requested_schema=_APPROVAL_SCHEMA
+                    )
+                )
+            },
+            request_state=_fingerprint(question),
+        )
+    if not ctx.session.can_send_request:
+        return _refusal(
+            name,
+            verdict,
+            "this connection cannot carry the question back to the client (stateless HTTP "
+            "with a pre-2026 protocol); serve with sessions or use a 2026-07-28 client",
+        )
+
+    async def elicit(request: ApprovalRequest) -> bool:
+        answer = await ctx.session.elicit_form(
+            question, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
+        )
+        return _accepted(answer)
+
+    return elicit
+
+
+# --- stdio ------------------------------------------------------------------------------------
+
+
+async def serve_stdio(toolkit: Toolkit, *, name: str = "toolnexus") -> None:
+    """Serve `toolkit` on this process's stdin/stdout until the client closes stdin.
+
+    The SDK moves the process's own stdout onto stderr while serving, so a tool that prints
+    cannot corrupt the protocol stream.
+    """
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(toolkit, name=name)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _serve_stdio_manifest(manifest: Path, *, watch: bool) -> None:
+    from .toolkit import acreate_toolkit
+
+    async with await acreate_toolkit(manifest, watch=watch) as toolkit:
+        await serve_stdio(toolkit)
+
+
+# --- streamable HTTP --------------------------------------------------------------------------
+
+
+class _BearerAuth:
+    """ASGI middleware: every HTTP request but the health check carries the bearer token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await _json_response(
+                    send,
+                    401,
+                    {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
+                    headers=[(b"www-authenticate", b'Bearer realm="toolnexus"')],
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+async def _json_response(
+    send: Callable[[Any], Awaitable[None]],
+    status: int,
+    body: Any,
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class _Endpoint:
+    """The MCP endpoint, bound once the lifespan has built the toolkit and its server."""
+
+    def __init__(self) -> None:
+        self.app: ASGIApp | None = None
+        self.toolkit: Toolkit | None = None
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if self.app is None:
+            await _json_response(send, 503, {"error": "starting"})
+            return
+        await self.app(scope, receive, send)
+
+
+def _security(host: str) -> Any:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if not _is_loopback(host):
+        # Behind a load balancer the Host header is whatever name clients use, which the server
+        # cannot know; DNS rebinding protection exists for unauthenticated local servers, and a
+        # non-loopback server always requires the bearer token, which a rebinding page lacks.
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    bracketed = f"[{host}]" if ":" in host else host
+    if bracketed not in names:
+        names.append(bracketed)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names] + names,
+        allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names],
+    )
+
+
+def http_app(
+    source: Toolkit | str | Path,
+    *,
+    token: str | None = None,
+    stateless: bool = False,
+    watch: bool = False,
+    host: str = "127.0.0.1",
+) -> Starlette:
+    """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz`.
+
+    Args:
+        source: a `Toolkit` (the caller keeps ownership), or a manifest path: the app then
+            builds its own toolkit in its lifespan and closes it on shutdown, so each worker
+            process has its own.
+        token: bearer token required on every request but the health check (compared in
+            constant time); None serves without authentication, allowed on loopback only.
+        stateless: no sessions: each request stands alone, so any worker can answer it.
+        watch: with a manifest path, reload on changes and notify clients.
+        host: the address the app is bound to. On loopback the SDK's DNS-rebinding protection
+            accepts only loopback Host and Origin headers.
+
+    Raises:
+        ConfigError: `host` is not a loopback address and no token was given.
+    """
+    from mcp.server.streamable_http_manager import (
+        StreamableHTTPASGIApp,
+        StreamableHTTPSessionManager,
+    )
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    _require_token(host, token)
+    endpoint = _Endpoint()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        from .toolkit import Toolkit, acreate_toolkit
+
+        async with AsyncExitStack() as stack:
+            if isinstance(source, Toolkit):
+                toolkit = source
+            else:
+                toolkit = await acreate_toolkit(Path(source), watch=watch)
+                stack.push_async_callback(toolkit.aclose)
+            manager = StreamableHTTPSessionManager(
+                app=build_server(toolkit),
+                stateless=stateless,
+                security_settings=_security(host),
+            )
+            await stack.enter_async_context(manager.run())
+            endpoint.toolkit = toolkit
+            endpoint.app = StreamableHTTPASGIApp(manager)
+            try:
+                yield
+            finally:
+                endpoint.app = None
+                endpoint.toolkit = None
+
+    async def healthz(request: Request) -> JSONResponse:
+        toolkit = endpoint.toolkit
+        if toolkit is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok", "generation": toolkit.generation})
+
+    middleware = [Middleware(_BearerAuth, token=token)] if token else []
+    return Starlette(
+        routes=[
+            Route(HEALTH_PATH, healthz, methods=["GET"]),
+            Route(MCP_PATH, endpoint),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+
+
+def app_from_env() -> Starlette:
+    """The app of one uvicorn worker, configured by the environment `serve` sets:
+    `TOOLNEXUS_SERVE_MANIFEST`, `TOOLNEXUS_SERVE_TOKEN`, `TOOLNEXUS_SERVE_HOST`,
+    `TOOLNEXUS_SERVE_STATELESS` and `TOOLNEXUS_SERVE_WATCH` (`1` for on).
+
+    Use it as `uvicorn toolnexus.serve:app_from_env --factory` when running uvicorn (or
+    another ASGI server) yourself.
+    """
+    manifest = os.environ.get(ENV_MANIFEST)
+    if not manifest:
+        raise ConfigError(
+            f"{ENV_MANIFEST} is not set; set it to the manifest to serve (toolnexus serve sets "
+            "it for its workers)",
+            field=ENV_MANIFEST,
+        )
+    return http_app(
+        manifest,
+        token=os.environ.get(ENV_TOKEN) or None,
+        stateless=os.environ.get(ENV_STATELESS) == "1",
+        watch=os.environ.get(ENV_WATCH) == "1",
+        host=os.environ.get(ENV_HOST, "127.0.0.1"),
+    )
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve a manifest until interrupted (stdio: until the client closes stdin).
+
+    Raises:
+        ConfigError: an option is wrong (a `ValueError`: the command exits with code 2).
+        ManifestError: the manifest is invalid.
+    """
+    address = _check(options)
+    manifest = options.manifest.resolve()
+    if address is None:
+        asyncio.run(_serve_stdio_manifest(manifest, watch=options.watch))
+        return
+
+    import uvicorn
+
+    from .build import check_manifest
+
+    check_manifest(manifest)  # a broken manifest fails here, not once per worker
+    host, port = address
+    shown = f"[{host}]" if ":" in host else host
+    mode = (
+        f"{options.workers} workers, stateless"
+        if options.workers > 1
+        else ("stateless" if options.stateless else "sessions")
+    )
+    auth = "bearer token required" if options.token else "no token"
+    sys.stderr.write(
+        f"toolnexus: serving {options.manifest} at http://{shown}:{port}{MCP_PATH} "
+        f"({mode}; {auth}; health check GET {HEALTH_PATH})\n"
+    )
+    sys.stderr.flush()
+    if options.workers == 1:
+        app = http_app(
+            manifest,
+            token=options.token,
+            stateless=options.stateless,
+            watch=options.watch,
+            host=host,
+        )
+        uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        return
+    os.environ.update(
+        {
+            ENV_MANIFEST: str(manifest),
+            ENV_TOKEN: options.token or "",
+            ENV_HOST: host,
+            ENV_STATELESS: "1" if options.stateless else "0",
+            ENV_WATCH: "1" if options.watch else "0",
+        }
+    )
+    uvicorn.run(
+        f"{__name__}:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=options.workers,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+    )
