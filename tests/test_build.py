@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,10 @@ from toolnexus import (
     ManifestError,
     ManifestImportError,
     ManifestSchemaError,
+    ToolContext,
+    acreate_toolkit,
     create_toolkit,
+    tool,
 )
 
 from .conftest import MCP_SERVERS
@@ -329,3 +335,94 @@ def test_builtins_from_the_manifest_use_the_workspace(tmp_path: Path) -> None:
         assert "two" in tk.execute("read", {"path": "notes.txt"}).content
         outside = tk.execute("read", {"path": "/etc/passwd"})
         assert outside.is_error
+
+
+def test_custom_middleware_by_import_path_with_options(tmp_path: Path) -> None:
+    write(tmp_path, "mathmod.py", MATH)
+    write(
+        tmp_path,
+        "stamps.py",
+        '''
+        def make(label: str):
+            async def stamp(call, nxt):
+                result = await nxt(call)
+                return result.with_metadata(stamped=label)
+            return stamp
+        ''',
+    )
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        middleware:
+          - {use: "stamps:make", with: {label: team-a}}
+        tools:
+          - {name: add, python: mathmod:add}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.execute("add", {"a": 1, "b": 1}).metadata["stamped"] == "team-a"
+
+
+def test_unknown_middleware_is_located(tmp_path: Path) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        middleware: [{timeoutt: 3s}]
+        tools:
+          - {name: say, command: [echo, hi]}
+        """,
+    )
+    with pytest.raises(ManifestError, match=r"tools.yaml:2.*did you mean 'timeout'"):
+        create_toolkit(manifest)
+
+
+@pytest.mark.anyio
+async def test_closing_the_toolkit_kills_background_shell_jobs(tmp_path: Path) -> None:
+    unique = f"{30 + (os.getpid() % 1000) / 1000:.3f}"  # a sleep no other test runs
+    kept: list[dict[str, Any]] = []
+
+    @tool
+    def keep_state(ctx: ToolContext) -> str:
+        """Hold on to the toolkit's state, as an application may (so no finalizer runs)."""
+        kept.append(ctx.state)
+        return "kept"
+
+    tk = await acreate_toolkit(builtins=["shell"], extra_tools=[keep_state], workspace=tmp_path)
+    try:
+        await tk.aexecute("keep_state")
+        started = await tk.aexecute(
+            "shell",
+            {"command": f"sleep {unique}; echo done", "run_in_background": True},
+            approver=lambda request: True,
+        )
+        assert not started.is_error, started.content
+        assert started.metadata["job_id"]
+        assert _wait_for(lambda: bool(_running(f"sleep {unique}")))
+    finally:
+        await tk.aclose()  # the event loop keeps running: only the toolkit can stop the job
+    assert _wait_for(lambda: not _running(f"sleep {unique}"))
+
+
+def _running(command: str) -> list[Path]:
+    return [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == command]
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll a condition that no event can signal (another process's state), bounded."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
