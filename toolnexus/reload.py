@@ -3,6 +3,9 @@ and keep the last good generation running when the new build fails.
 
 Folders are watched, not files: an editor's atomic save (write a temp file, rename it over the
 original) replaces the inode, and a watch on the file itself goes deaf after the first save.
+Each folder set is watched by one watchfiles `RustNotify` (its documented Rust backend), built
+synchronously so that the watch is in place when `Toolkit.watch()` returns and before a reload's
+listeners hear of a new file set, and polled on a thread of its own that `Watcher.stop` joins.
 """
 
 from __future__ import annotations
@@ -10,35 +13,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import UsageError
+from .errors import ManifestError, ToolnexusError, UsageError
 
 if TYPE_CHECKING:
+    from .base import Tool
     from .toolkit import Generation, Toolkit
 
 __all__ = ["ReloadEvent", "Watcher", "refresh_server_tools", "reload_toolkit", "start_watching"]
 
 logger = logging.getLogger("toolnexus.reload")
 
+ReloadKind = Literal["tools_changed", "unchanged", "error"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReloadEvent:
-    """What a reload did. `kind` is `tools_changed`, `unchanged` or `error`."""
+    """What a reload did, as told to `on_reload` listeners and kept in `Toolkit.last_reload`."""
 
-    kind: str
+    kind: ReloadKind
+    """`tools_changed` (names added, removed or changed), `unchanged` (a new generation with the
+    same tool list, e.g. after a code edit) or `error` (nothing swapped)."""
     generation: int
     """The generation serving calls after this event."""
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    """Tools whose description, parameters or flags differ (what a model sees)."""
     error: BaseException | None = None
     """Why the reload failed (a `ManifestError` carries file:line); the old tools still run."""
     duration: float = 0.0
+    """Seconds from the start of the rebuild to the swap (or the failure)."""
     trigger: tuple[str, ...] = field(default_factory=tuple)
     """The files whose change triggered the reload (empty for a manual reload)."""
 
@@ -47,6 +58,7 @@ class ReloadEvent:
         return self.error is None
 
     def describe(self) -> str:
+        """One line for a terminal or a log: the generation and its diff of tools, or the error."""
         if self.error is not None:
             return f"reload failed, generation {self.generation} kept: {self.error}"
         if self.kind == "unchanged":
@@ -69,22 +81,36 @@ def _diff(old: Generation, new: Generation) -> tuple[tuple[str, ...], ...]:
     return added, removed, changed
 
 
-def _signature(tool: Any) -> tuple[Any, ...]:
-    return (tool.description, repr(tool.parameters), tool.read_only, tool.destructive)
+def _signature(tool: Tool) -> tuple[Any, ...]:
+    """What a model sees of a tool: a change here is worth telling the agent about."""
+    return (
+        tool.title,
+        tool.description,
+        repr(tool.parameters),
+        tool.read_only,
+        tool.destructive,
+        tool.idempotent,
+        tool.open_world,
+    )
 
 
 async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> ReloadEvent:
     """Build the next generation and swap it in; on failure keep the current one.
 
     Never raises for a bad manifest or a module that fails to import: the error is reported
-    through the event, `toolkit.last_reload`, the `on_reload` callbacks and logging.
+    through the event, `toolkit.last_reload`, the `on_reload` callbacks and logging. When the
+    toolkit is being watched, the files of the new generation are watched before any listener
+    hears of it, so an edit made in response to the event is never missed.
+
+    Raises:
+        UsageError: the toolkit is closed.
     """
     started = time.monotonic()
     async with toolkit._lock:
         current = toolkit._current()
         try:
             new = await toolkit._builder(current.number + 1, current)
-        except Exception as exc:  # noqa: BLE001 - any build failure keeps the last good tools
+        except Exception as exc:  # boundary: any build failure keeps the last good tools
             event = ReloadEvent(
                 kind="error",
                 generation=current.number,
@@ -92,7 +118,8 @@ async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> Reloa
                 duration=time.monotonic() - started,
                 trigger=tuple(trigger),
             )
-            logger.error("%s", event.describe())
+            # Our own errors explain themselves; anything else is a bug worth its traceback.
+            logger.error("%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError))
         else:
             added, removed, changed = _diff(current, new)
             await toolkit._install(new)
@@ -106,8 +133,19 @@ async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> Reloa
                 trigger=tuple(trigger),
             )
             logger.info("%s", event.describe())
+        watcher = toolkit._watcher
+        if watcher is not None:
+            watcher.follow(_files_named_by(event.error))
     await _notify(toolkit, event)
     return event
+
+
+def _files_named_by(error: BaseException | None) -> set[Path]:
+    """Files a failed build complained about: watched too, so that fixing one that the last
+    good generation did not use (a new include) is seen."""
+    if not isinstance(error, ManifestError):
+        return set()
+    return {Path(issue.file) for issue in error.issues if issue.file and Path(issue.file).is_file()}
 
 
 async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | None:
@@ -184,73 +222,179 @@ async def _notify(toolkit: Toolkit, event: ReloadEvent) -> None:
             logger.exception("on_reload callback failed")
 
 
+class _Feed:
+    """One folder set watched by a `RustNotify`, polled on its own thread.
+
+    The notify object is built in the constructor, so the folders are watched from the moment
+    the feed exists; changes are handed to the event loop in batches.
+    """
+
+    def __init__(
+        self,
+        folders: list[str],
+        deliver: Callable[[set[tuple[int, str]]], None],
+        *,
+        debounce_ms: int,
+        step_ms: int,
+    ) -> None:
+        from watchfiles._rust_notify import RustNotify
+
+        # debug off, native events (polling misses same-second rewrites), not recursive,
+        # and a folder we may not read is skipped rather than fatal.
+        self._notify = RustNotify(folders, False, False, 300, False, True)
+        self._deliver = deliver
+        self._debounce_ms = debounce_ms
+        self._step_ms = step_ms
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="toolnexus-watch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                got = self._notify.watch(self._debounce_ms, self._step_ms, 0, self._stop)
+                if isinstance(got, set) and got and not self._stop.is_set():
+                    self._deliver(got)
+        finally:
+            self._notify.close()
+
+    def close(self) -> None:
+        """Ask the thread to finish (within one step); `join` waits for it."""
+        self._stop.set()
+
+
 class Watcher:
-    """Watches the folders of a toolkit's files and reloads on every relevant change."""
+    """Watches the folders of a toolkit's files and reloads on every relevant change.
+
+    Create it with `start_watching` (or `Toolkit.watch()`); `stop()` ends it.
+    """
 
     def __init__(self, toolkit: Toolkit, *, debounce_ms: int) -> None:
         self.toolkit = toolkit
         self.debounce_ms = debounce_ms
-        self._stop = asyncio.Event()
+        self._loop = toolkit._loop
+        self._files: frozenset[str] = frozenset()
+        self._folders: list[str] = []
+        self._feed: _Feed | None = None
+        self._closed_feeds: list[_Feed] = []
+        self._pending: set[str] = set()
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.ready = asyncio.Event()
-        """Set once the watcher is watching (tests and benchmarks wait on it)."""
+        self._stopped = False
+
+    @property
+    def files(self) -> frozenset[Path]:
+        """The files whose change triggers a reload."""
+        return frozenset(Path(f) for f in self._files)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        """Watch the current generation's files now; reload from the toolkit's loop.
+
+        Callable from any thread: the watch is in place when this returns.
+        """
+        self.follow()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._begin()
+        else:
+            self._loop.call_soon_threadsafe(self._begin)
+
+    def _begin(self) -> None:
+        if not self._stopped:
+            self._task = self._loop.create_task(self._run(), name="toolnexus-reload")
+
+    def follow(self, extra: Iterable[Path] = ()) -> None:
+        """Watch the files of the toolkit's current generation (plus `extra`).
+
+        A new folder set gets a new feed before the old one is closed, so no change falls in
+        between (a change seen by both only coalesces into the same reload).
+        """
+        if self._stopped:
+            return
+        gen = self.toolkit._generation
+        paths = {Path(p) for p in gen.files} if gen is not None else set()
+        paths |= set(extra)
+        self._files = frozenset(str(p) for p in paths)
+        folders = sorted({str(p.parent) for p in paths if p.parent.is_dir()})
+        if folders == self._folders:
+            return
+        try:
+            feed = (
+                _Feed(
+                    folders,
+                    self._deliver,
+                    debounce_ms=max(self.debounce_ms * 10, 500),
+                    step_ms=self.debounce_ms,
+                )
+                if folders
+                else None
+            )
+        except OSError as exc:  # a folder vanished meanwhile: keep the watch we have
+            logger.warning("cannot watch %s: %s; still watching %s", folders, exc, self._folders)
+            return
+        old, self._feed, self._folders = self._feed, feed, folders
+        self._closed_feeds = [f for f in self._closed_feeds if f.thread.is_alive()]
+        if old is not None:
+            old.close()
+            self._closed_feeds.append(old)
+
+    def _deliver(self, changes: set[tuple[int, str]]) -> None:
+        """Called on a feed's thread: hand the batch to the loop."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is listening
+            self._loop.call_soon_threadsafe(self._receive, changes)
+
+    def _receive(self, changes: set[tuple[int, str]]) -> None:
+        self._pending.update(path for _, path in changes)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            hits = sorted(p for p in self._pending if p in self._files)
+            self._pending.clear()
+            if hits:
+                await reload_toolkit(self.toolkit, hits)
 
     async def stop(self) -> None:
-        self._stop.set()
+        """Stop reloading and end every watch thread. Safe to call twice."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-
-    def _files(self) -> set[Path]:
-        gen = self.toolkit._generation
-        return {p.resolve() for p in gen.files} if gen is not None else set()
-
-    async def _run(self) -> None:
-        import watchfiles
-
-        while not self._stop.is_set():
-            files = self._files()
-            if not files:
-                self.ready.set()
-                await self._stop.wait()
-                return
-            folders = sorted({str(p.parent) for p in files if p.parent.exists()})
-            watched = {str(p) for p in files}
-            restart = False
-            self.ready.set()
-            async for changes in watchfiles.awatch(
-                *folders,
-                stop_event=self._stop,
-                debounce=self.debounce_ms * 10,
-                step=self.debounce_ms,
-                recursive=False,
-                watch_filter=None,
-            ):
-                hits = sorted({path for _, path in changes if path in watched})
-                if not hits:
-                    continue
-                await reload_toolkit(self.toolkit, hits)
-                if self._files() != files:
-                    restart = True  # includes or modules changed: watch the new set
-                    break
-            if not restart:
-                return
+            self._task = None
+        feeds = [f for f in (self._feed, *self._closed_feeds) if f is not None]
+        self._feed, self._closed_feeds, self._folders = None, [], []
+        for feed in feeds:
+            feed.close()
+        for feed in feeds:
+            # A feed notices the stop within one step; wait without blocking the loop.
+            while feed.thread.is_alive():
+                await asyncio.sleep(self.debounce_ms / 1000)
+            feed.thread.join()
 
 
 def start_watching(toolkit: Toolkit, *, debounce_ms: int = 50) -> Watcher:
-    """Start a `Watcher` on the toolkit's loop."""
+    """Watch a toolkit's files and reload it on every change (what `Toolkit.watch()` does).
+
+    The watch is in place when this returns. Files: the manifest, its includes, OpenAPI
+    documents and the local Python modules its tools were imported from.
+
+    Args:
+        toolkit: an open toolkit.
+        debounce_ms: quiet time after a change before reloading; changes within it coalesce.
+
+    Raises:
+        UsageError: the toolkit is closed, or is already watched by another `Watcher`.
+    """
+    toolkit._current()
+    if toolkit._watcher is not None:
+        raise UsageError("this toolkit is already watched; stop its watcher before starting one")
     watcher = Watcher(toolkit, debounce_ms=debounce_ms)
-    loop = toolkit._loop
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        watcher.start()
-    else:
-        loop.call_soon_threadsafe(watcher.start)
+    toolkit._watcher = watcher
+    watcher.start()
     return watcher
