@@ -159,10 +159,7 @@ async def build_generation(
             roots=roots,
             state=previous.executor.state if previous is not None else None,
         )
-        hidden = frozenset(
-            t.name for t in registry.tools() if isinstance(permissions, PermissionRules)
-            and permissions.hidden(t)
-        )
+        hidden = frozenset(t.name for t in registry.tools() if _hidden(permissions, t))
         gen = Generation(
             number=number,
             registry=registry,
@@ -245,9 +242,7 @@ def _build_tool(
         # `defaults.sandbox` confines processes: shell tools, and python tools that asked for a
         # child process. HTTP tools only read their own block (a host allow-list).
         if decl.kind == "shell" or (decl.kind == "python" and "sandbox" in spec):
-            sandbox = _sandbox(
-                decl.defaults.sandbox, spec.get("sandbox"), decl.base_dir, protected
-            )
+            sandbox = _sandbox(decl.defaults.sandbox, spec.get("sandbox"), decl.base_dir, protected)
         else:
             sandbox = _sandbox(None, spec.get("sandbox"), decl.base_dir, protected)
         if sandbox is not None and decl.kind == "shell":
@@ -285,14 +280,11 @@ def _build_tool(
     result: list[Tool] = []
     for t in built:
         overrides = decl.overrides
-        if decl.name is None and decl.include_chain:
-            from .manifest import apply_include_chain
-
-            renamed = apply_include_chain(decl.include_chain, t.name)
-            if renamed is None:
+        if decl.name is None:
+            named = _through_includes(t, decl.include_chain)
+            if named is None:
                 continue
-            name, overrides = renamed
-            t = dataclasses.replace(t, name=name)
+            t, overrides = named
         try:
             t = _attach(
                 t,
@@ -312,6 +304,20 @@ def _build_tool(
             continue
         result.append(t)
     return result
+
+
+def _through_includes(t: Tool, chain: Sequence[Any]) -> tuple[Tool, Sequence[Any]] | None:
+    """A tool named at build time (OpenAPI operation, factory, MCP tool) renamed by the include
+    chain it came through, with the overrides that apply; None if a filter drops it."""
+    if not chain:
+        return t, ()
+    from .manifest import apply_include_chain
+
+    renamed = apply_include_chain(chain, t.name)
+    if renamed is None:
+        return None
+    name, overrides = renamed
+    return dataclasses.replace(t, name=name), overrides
 
 
 def _decls(items: Any, decl: Any) -> tuple[Any, ...]:
@@ -387,7 +393,8 @@ def _attach(
             policy = stricter if policy is None else _Both(policy, stricter)
         if override.sandbox is not None:
             tighter = SandboxPolicy.from_mapping(
-                override.sandbox, base=sandbox or SandboxPolicy(protected=tuple(protected)),
+                override.sandbox,
+                base=sandbox or SandboxPolicy(protected=tuple(protected)),
                 base_dir=base_dir,
             )
             if sandbox is not None:
@@ -472,6 +479,15 @@ class _Both:
 def _summary(policy: ApprovalPolicy) -> str:
     summary = getattr(policy, "summary", None)
     return summary() if callable(summary) else type(policy).__name__
+
+
+def _hidden(policy: ApprovalPolicy | None, t: Tool) -> bool:
+    """True when a bare deny (`deny: [name]`) removes the tool from the listing altogether."""
+    if isinstance(policy, PermissionRules):
+        return policy.hidden(t)
+    if isinstance(policy, _Both):
+        return _hidden(policy.first, t) or _hidden(policy.second, t)
+    return False
 
 
 def _sandbox(
@@ -656,17 +672,12 @@ async def _build_servers(
 
 def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = None) -> list[Tool]:
     """A server's tools with the manifest's approval, middleware and include chain applied."""
-    from .manifest import apply_include_chain
-
     out: list[Tool] = []
     for t in server.tools():
-        overrides: Sequence[Any] = ()
-        if decl.include_chain:
-            renamed = apply_include_chain(decl.include_chain, t.name)
-            if renamed is None:
-                continue
-            name, overrides = renamed
-            t = dataclasses.replace(t, name=name)
+        named = _through_includes(t, decl.include_chain)
+        if named is None:
+            continue
+        t, overrides = named
         try:
             t = _attach(
                 t,
@@ -818,5 +829,3 @@ def _registry(tools: Sequence[Tool], manifest: Manifest | None) -> Registry:
     if issues:
         raise manifest_error(issues)
     return Registry(tools)
-
-

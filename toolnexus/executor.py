@@ -88,13 +88,7 @@ class Executor:
         """
         call_id = call_id or f"{self._id_prefix}{next(self._ids)}"
         try:
-            tool, validator, chain = self._prepare(name)
-            args = decode_arguments(arguments)
-            if None in args.values():
-                args = validator.drop_null_optionals(args)
-            problems = validator.errors(args)
-            if problems:
-                raise InvalidArguments(_invalid_message(tool, problems), problems)
+            tool, args, chain = self._validated(name, arguments)
             ctx = ToolContext(
                 call_id=call_id,
                 tool_name=tool.name,
@@ -156,13 +150,7 @@ class Executor:
         An unknown tool or invalid arguments come back as a `deny` verdict whose reason says why.
         """
         try:
-            tool, validator, _ = self._prepare(name)
-            args = decode_arguments(arguments)
-            if None in args.values():
-                args = validator.drop_null_optionals(args)
-            problems = validator.errors(args)
-            if problems:
-                raise InvalidArguments(_invalid_message(tool, problems), problems)
+            tool, args, _ = self._validated(name, arguments)
         except ToolError as exc:
             return Verdict(decision=Decision.DENY, reason=exc.message)
         return self._decide(tool, args)
@@ -175,6 +163,24 @@ class Executor:
     def _concurrent(self, name: str) -> bool:
         tool = self.registry.get(name)
         return tool is None or tool.may_run_concurrently
+
+    def _validated(
+        self, name: str, arguments: str | bytes | Mapping[str, Any] | None
+    ) -> tuple[Tool, dict[str, Any], Next]:
+        """The tool, its decoded and validated arguments, and its middleware chain.
+
+        Raises:
+            ToolNotFound: unknown name.
+            InvalidArguments: undecodable arguments, or every schema violation.
+        """
+        tool, validator, chain = self._prepare(name)
+        args = decode_arguments(arguments)
+        if None in args.values():
+            args = validator.drop_null_optionals(args)
+        problems = validator.errors(args)
+        if problems:
+            raise InvalidArguments(_invalid_message(tool, problems), problems)
+        return tool, args, chain
 
     def _prepare(self, name: str) -> tuple[Tool, Validator, Next]:
         tool = self.registry.get(name)

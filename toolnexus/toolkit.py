@@ -361,15 +361,19 @@ async def acreate_toolkit(
     env: Mapping[str, str] | None = None,
     watch: bool = False,
 ) -> Toolkit:
-    """Build a toolkit on the running event loop (see `create_toolkit` for the arguments)."""
-    options = ToolkitOptions(
+    """Build a toolkit on the running event loop (see `create_toolkit` for the arguments).
+
+    Its sessions live on this loop: use the async API here; the sync API works from other
+    threads.
+    """
+    options = _options(
         source=source,
-        extra_tools=tuple(extra_tools),
-        middleware=tuple(middleware),
+        extra_tools=extra_tools,
+        middleware=middleware,
         approver=approver,
         permissions=permissions,
         builtins=builtins,
-        workspace=Path(workspace).resolve() if workspace is not None else None,
+        workspace=workspace,
         env=env,
     )
     return await _create(options, asyncio.get_running_loop(), None, watch=watch)
@@ -390,14 +394,14 @@ def create_toolkit(
     """Load a manifest (or nothing) and return a ready `Toolkit`.
 
     Args:
-        source: a manifest path (`tools.yaml`, `.mcp.json`), YAML text, a mapping, or None for
-            a toolkit of `extra_tools` only.
+        source: a manifest path (`tools.yaml`, `.mcp.json`), YAML text, a mapping, a
+            `Manifest`, or None for a toolkit of `extra_tools` and `builtins` only.
         extra_tools: `Tool`s to add (e.g. from `@tool`).
         middleware: toolkit-wide middleware, outside the manifest's own.
         approver: decides calls that a rule marks `ask`; without one they are refused.
         permissions: toolkit-wide approval policy (e.g. `compile_permissions(...)`), in
             addition to the manifest's `permissions:`.
-        builtins: builtin tools to add: a list of names, `"all"`, or a mapping name → options.
+        builtins: builtin tools to add: a list of names, `"all"`, or a mapping name -> options.
         workspace: root for file tools and sandboxes (default: the manifest's folder, else the
             current directory).
         env: the environment used for `${VAR}` interpolation (default: `os.environ`).
@@ -407,8 +411,36 @@ def create_toolkit(
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
         SourceError: an MCP server marked `required` did not start.
     """
+    options = _options(
+        source=source,
+        extra_tools=extra_tools,
+        middleware=middleware,
+        approver=approver,
+        permissions=permissions,
+        builtins=builtins,
+        workspace=workspace,
+        env=env,
+    )
     loop_thread = LoopThread()
-    options = ToolkitOptions(
+    try:
+        return loop_thread.run(_create(options, loop_thread.loop, loop_thread, watch=watch))
+    except BaseException:
+        loop_thread.stop()
+        raise
+
+
+def _options(
+    *,
+    source: Source,
+    extra_tools: Iterable[Tool],
+    middleware: Sequence[Middleware],
+    approver: Approver | None,
+    permissions: ApprovalPolicy | None,
+    builtins: Any,
+    workspace: str | Path | None,
+    env: Mapping[str, str] | None,
+) -> ToolkitOptions:
+    return ToolkitOptions(
         source=source,
         extra_tools=tuple(extra_tools),
         middleware=tuple(middleware),
@@ -418,11 +450,6 @@ def create_toolkit(
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
     )
-    try:
-        return loop_thread.run(_create(options, loop_thread.loop, loop_thread, watch=watch))
-    except BaseException:
-        loop_thread.stop()
-        raise
 
 
 async def _create(
@@ -437,9 +464,7 @@ async def _create(
     toolkit: Toolkit | None = None
 
     async def builder(number: int, previous: Generation | None) -> Generation:
-        return await build_generation(
-            options, number=number, previous=previous, toolkit=toolkit
-        )
+        return await build_generation(options, number=number, previous=previous, toolkit=toolkit)
 
     toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
     gen = await builder(1, None)
