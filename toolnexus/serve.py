@@ -360,13 +360,22 @@ def _approval_gate(
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     name = params.name
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not modern and not ctx.session.can_send_request:
+        # Checked first: such a connection never saw the client's capabilities either.
+        return _refusal(
+            name,
+            verdict,
+            "this connection cannot carry the question back to the client (stateless HTTP "
+            "with a pre-2026-07-28 protocol); serve with sessions or use a 2026-07-28 client",
+        )
     wants = types.ClientCapabilities(elicitation=types.ElicitationCapability())
     if not ctx.session.check_client_capability(wants):
         return _refusal(
             name, verdict, "this client cannot ask its user: it did not declare elicitation"
         )
     question = _question(name, arguments, verdict)
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    if modern:
         answer = (params.input_responses or {}).get(_APPROVAL_KEY)
         if isinstance(answer, types.ElicitResult) and params.request_state == _fingerprint(
             question
@@ -382,13 +391,6 @@ def _approval_gate(
                 )
             },
             request_state=_fingerprint(question),
-        )
-    if not ctx.session.can_send_request:
-        return _refusal(
-            name,
-            verdict,
-            "this connection cannot carry the question back to the client (stateless HTTP "
-            "with a pre-2026 protocol); serve with sessions or use a 2026-07-28 client",
         )
 
     async def elicit(request: ApprovalRequest) -> bool:

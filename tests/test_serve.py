@@ -1,0 +1,399 @@
+"""`toolnexus serve`: real servers (stdio and streamable HTTP subprocesses) driven by the SDK's
+client: annotations, calls, approval rules through elicitation in both protocol eras, the
+bearer token, reload notifications, stateless workers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp
+import pytest
+from mcp import StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import ToolsListChanged
+
+import toolnexus
+
+REPO = Path(toolnexus.__file__).resolve().parents[1]
+TOKEN = "test-token-0123456789"
+STARTUP = 60.0
+"""Bound on a server's start (the machine is shared; `import mcp` alone takes a second)."""
+WAIT = 30.0
+"""Bound on every client interaction."""
+
+MATH = '''
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+MANIFEST = """
+version: 1
+tools:
+  - name: add
+    python: mathmod:add
+    read_only: true
+    idempotent: true
+  - name: say
+    description: Echo words
+    command: [echo, "{text}"]
+    destructive: true
+    parameters:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+    approval:
+      default: allow
+      rules:
+        - {decision: deny, when: {text: {prefix: "rm"}}}
+        - {decision: ask, when: {text: {prefix: "please"}}}
+"""
+
+SHOUT = """
+  - name: shout
+    command: [echo, "HEY"]
+"""
+
+
+def write_manifest(folder: Path, extra: str = "") -> Path:
+    (folder / "mathmod.py").write_text(textwrap.dedent(MATH).lstrip())
+    manifest = folder / "tools.yaml"
+    manifest.write_text(textwrap.dedent(MANIFEST).lstrip() + extra)
+    return manifest
+
+
+def save_atomically(path: Path, text: str) -> None:
+    """The way editors save: write a temporary file, rename it over the original."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answering(action: str, approve: bool = True) -> Any:
+    """An elicitation callback that gives one answer and records the questions."""
+    questions: list[str] = []
+
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        questions.append(params.message)
+        content = {"approve": approve} if action == "accept" else None
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+    callback.questions = questions  # type: ignore[attr-defined]
+    return callback
+
+
+# --- server processes -------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    url: str
+    manifest: Path
+    process: subprocess.Popen[str]
+
+
+@contextmanager
+def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterator[Any]:
+    """Run `toolnexus serve ARGS` until `ready` has appeared `count` times on its stderr; stop
+    and reap the whole process group afterwards."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolnexus", "serve", *args],
+        cwd=cwd,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    assert process.stderr is not None
+    stderr = process.stderr
+
+    def pump() -> None:
+        for line in stderr:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    log: list[str] = []
+    try:
+        deadline = time.monotonic() + STARTUP
+        seen = 0
+        while seen < count:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("server did not start:\n" + "".join(log)) from None
+            if line is None:
+                raise AssertionError(f"server exited ({process.wait()}):\n" + "".join(log))
+            log.append(line)
+            seen += ready in line
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # already exited
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):  # already exited
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+        reader.join(timeout=15)
+        stderr.close()
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One shared streamable HTTP server with a token and --watch."""
+    folder = tmp_path_factory.mktemp("http")
+    manifest = write_manifest(folder)
+    port = free_port()
+    args = [str(manifest), "--http", f"127.0.0.1:{port}", "--token", TOKEN, "--watch"]
+    with serving(args, cwd=folder, ready="Application startup complete") as process:
+        yield Served(url=f"http://127.0.0.1:{port}/mcp", manifest=manifest, process=process)
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, token: str | None = TOKEN, statuses: list[int] | None = None, **options: Any
+) -> AsyncIterator[mcp.Client]:
+    """An SDK client over streamable HTTP; `statuses` collects every HTTP status it got."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def record(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    hooks = {"response": [record]}
+    async with httpx2.AsyncClient(headers=headers, timeout=WAIT, event_hooks=hooks) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with mcp.Client(transport, read_timeout_seconds=WAIT, **options) as client:
+            yield client
+
+
+def stdio_params(manifest: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolnexus", "serve", str(manifest), *extra],
+        env={"PYTHONPATH": child_env()["PYTHONPATH"]},
+        cwd=manifest.parent,
+    )
+
+
+# --- stdio ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_stdio_serves_annotated_tools_rules_and_reloads(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path)
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    approve = answering("accept")
+    with anyio.fail_after(STARTUP):
+        client = mcp.Client(
+            stdio_params(manifest, "--watch"),
+            mode="legacy",
+            read_timeout_seconds=WAIT,
+            message_handler=on_message,
+            elicitation_callback=approve,
+        )
+        async with client:
+            assert client.server_capabilities is not None
+            assert client.server_capabilities.tools is not None
+            assert client.server_capabilities.tools.list_changed is True
+
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert sorted(tools) == ["add", "say"]
+            add = tools["add"].annotations
+            assert add is not None and add.read_only_hint is True and add.idempotent_hint is True
+            say = tools["say"].annotations
+            assert say is not None and say.destructive_hint is True and not say.read_only_hint
+            assert tools["say"].input_schema["required"] == ["text"]
+
+            added = await client.call_tool("add", {"a": 2, "b": 40})
+            assert not added.is_error
+            assert added.content[0].text == "42"  # type: ignore[union-attr]
+            said = await client.call_tool("say", {"text": "hello $(id)"})
+            assert said.content[0].text.strip() == "hello $(id)"  # type: ignore[union-attr]
+
+            denied = await client.call_tool("say", {"text": "rm -rf /"})
+            assert denied.is_error
+            assert "denied by rule" in denied.content[0].text  # type: ignore[union-attr]
+            assert approve.questions == []
+
+            asked = await client.call_tool("say", {"text": "please wave"})
+            assert not asked.is_error
+            assert asked.content[0].text.strip() == "please wave"  # type: ignore[union-attr]
+            assert len(approve.questions) == 1
+            assert "'say'" in approve.questions[0] and "please wave" in approve.questions[0]
+            assert "tools.yaml:" in approve.questions[0]  # the rule's origin is shown
+
+            save_atomically(manifest, manifest.read_text() + SHOUT)
+            await changed.wait()
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names == ["add", "say", "shout"]
+            shout = await client.call_tool("shout", {})
+            assert shout.content[0].text.strip() == "HEY"  # type: ignore[union-attr]
+
+
+# --- streamable HTTP --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_http_requires_the_bearer_token(http_server: Served) -> None:
+    with anyio.fail_after(WAIT):
+        async with httpx2.AsyncClient(timeout=WAIT) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            bare = await http.post(http_server.url, json=body)
+            assert bare.status_code == 401
+            assert bare.headers["www-authenticate"].startswith("Bearer")
+            wrong = await http.post(
+                http_server.url, json=body, headers={"Authorization": f"Bearer {TOKEN}x"}
+            )
+            assert wrong.status_code == 401
+            health = await http.get(http_server.url.replace("/mcp", "/healthz"))
+            assert health.status_code == 200
+            assert health.json()["status"] == "ok"
+
+        statuses: list[int] = []
+        with pytest.raises(ExceptionGroup) as failure:  # the SDK's task groups wrap it
+            async with http_client(http_server.url, token=None, statuses=statuses) as client:
+                await client.list_tools()
+        assert failure.group_contains(mcp.MCPError)
+        assert statuses and set(statuses) == {401}
+
+        async with http_client(http_server.url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"add", "say"} <= names
+            added = await client.call_tool("add", {"a": 1, "b": 2})
+            assert added.content[0].text == "3"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_http_ask_goes_to_the_clients_user(http_server: Served, mode: str) -> None:
+    """auto negotiates 2026-07-28 (the question comes back as an InputRequiredResult), legacy
+    the 2025 handshake (the server sends elicitation/create mid-call)."""
+    yes, no, cancel = answering("accept"), answering("decline"), answering("cancel")
+    unticked = answering("accept", approve=False)
+    call = {"text": "please deploy"}
+    with anyio.fail_after(WAIT):
+        async with http_client(http_server.url, mode=mode, elicitation_callback=yes) as client:
+            expected = "2026-07-28" if mode == "auto" else "2025-11-25"
+            assert client.protocol_version == expected
+            result = await client.call_tool("say", call)
+            assert not result.is_error
+            assert result.content[0].text.strip() == "please deploy"  # type: ignore[union-attr]
+            assert len(yes.questions) == 1 and "please deploy" in yes.questions[0]
+            plain = await client.call_tool("say", {"text": "hello"})
+            assert not plain.is_error and len(yes.questions) == 1  # no rule asked: no question
+
+        for refuser in (no, cancel, unticked):
+            async with http_client(
+                http_server.url, mode=mode, elicitation_callback=refuser
+            ) as client:
+                result = await client.call_tool("say", call)
+                assert result.is_error
+                assert "declined" in result.content[0].text  # type: ignore[union-attr]
+                assert len(refuser.questions) == 1
+
+        async with http_client(http_server.url, mode=mode) as client:
+            result = await client.call_tool("say", call)
+            assert result.is_error
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert "needs the user's approval" in text
+            assert "did not declare elicitation" in text
+
+
+@pytest.mark.anyio
+async def test_http_watch_tells_listening_clients(http_server: Served) -> None:
+    with anyio.fail_after(WAIT):
+        async with http_client(http_server.url) as client:
+            before = {t.name for t in (await client.list_tools()).tools}
+            assert "shout" not in before
+            async with client.listen(tools_list_changed=True) as events:
+                manifest = http_server.manifest
+                save_atomically(manifest, manifest.read_text() + SHOUT)
+                async for event in events:
+                    assert isinstance(event, ToolsListChanged)
+                    break
+            after = {t.name for t in (await client.list_tools()).tools}
+            assert after == before | {"shout"}
+
+
+def test_http_on_a_public_address_needs_a_token(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "serve", str(manifest), "--http", "0.0.0.0:8000"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=STARTUP,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "not a loopback address" in done.stderr
+    assert "--token" in done.stderr and "TOOLNEXUS_TOKEN" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_stateless_workers_serve_calls_and_approvals(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [str(manifest), "--http", f"127.0.0.1:{port}", "--workers", "2", "--stateless"]
+    with serving(args, cwd=tmp_path, ready="Application startup complete", count=2):
+        with anyio.fail_after(WAIT):
+            approve = answering("accept")
+            async with http_client(url, token=None, elicitation_callback=approve) as client:
+                results = [await client.call_tool("add", {"a": i, "b": 1}) for i in range(6)]
+                assert [r.content[0].text for r in results] == [  # type: ignore[union-attr]
+                    str(i + 1) for i in range(6)
+                ]
+                # The answer comes back in a second request, which any worker may serve.
+                asked = await client.call_tool("say", {"text": "please scale"})
+                assert not asked.is_error and len(approve.questions) == 1
+
+            async with http_client(
+                url, token=None, mode="legacy", elicitation_callback=approve
+            ) as client:
+                added = await client.call_tool("add", {"a": 20, "b": 22})
+                assert added.content[0].text == "42"  # type: ignore[union-attr]
+                refused = await client.call_tool("say", {"text": "please scale"})
+                assert refused.is_error
+                assert "stateless HTTP" in refused.content[0].text  # type: ignore[union-attr]
