@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -29,6 +30,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ToolsListChanged
 
 import toolnexus
+from toolnexus import ConfigError, acreate_toolkit, create_toolkit
+from toolnexus.serve import ServeOptions, app_from_env, build_server, http_app, serve
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
 TOKEN = "test-token-0123456789"
@@ -397,3 +400,95 @@ async def test_stateless_workers_serve_calls_and_approvals(tmp_path: Path) -> No
                 refused = await client.call_tool("say", {"text": "please scale"})
                 assert refused.is_error
                 assert "stateless HTTP" in refused.content[0].text  # type: ignore[union-attr]
+
+
+# --- the library API, in process ---------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_build_server_announces_reloads_of_a_toolkit_on_another_loop(tmp_path: Path) -> None:
+    """A sync toolkit runs on its own loop thread; the server's clients are told all the same,
+    on both protocol eras."""
+    manifest = write_manifest(tmp_path)
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    toolkit = create_toolkit(manifest)
+    try:
+        server = build_server(toolkit, name="team-tools")
+        with anyio.fail_after(WAIT):
+            async with (
+                mcp.Client(server, mode="legacy", message_handler=on_message) as legacy,
+                mcp.Client(server) as modern,
+            ):
+                assert legacy.server_info.name == "team-tools"
+                assert [t.name for t in (await legacy.list_tools()).tools] == ["add", "say"]
+                async with modern.listen(tools_list_changed=True) as events:
+                    save_atomically(manifest, manifest.read_text() + SHOUT)
+                    event = await anyio.to_thread.run_sync(toolkit.reload)
+                    assert event.kind == "tools_changed" and event.added == ("shout",)
+                    async for update in events:
+                        assert isinstance(update, ToolsListChanged)
+                        break
+                await changed.wait()
+                names = [t.name for t in (await modern.list_tools()).tools]
+                assert names == ["add", "say", "shout"]
+    finally:
+        toolkit.close()
+
+
+@pytest.mark.anyio
+async def test_http_app_serves_a_toolkit_with_a_token(tmp_path: Path) -> None:
+    """`http_app(toolkit)` as a library user mounts it: any ASGI server, here in process."""
+    manifest = write_manifest(tmp_path)
+    async with await acreate_toolkit(manifest) as toolkit:
+        app = http_app(toolkit, token=TOKEN)
+        transport = httpx2.ASGITransport(app)
+        base = "http://127.0.0.1:8000"
+        with anyio.fail_after(WAIT):
+            async with app.router.lifespan_context(app):
+                async with httpx2.AsyncClient(transport=transport, base_url=base) as http:
+                    health = await http.get("/healthz")
+                    assert health.json() == {"status": "ok", "generation": 1}
+                    assert (await http.post("/mcp", json={})).status_code == 401
+                headers = {"Authorization": f"bearer {TOKEN}"}  # the scheme is case-insensitive
+                async with httpx2.AsyncClient(
+                    transport=transport, base_url=base, headers=headers
+                ) as http:
+                    streams = streamable_http_client(f"{base}/mcp", http_client=http)
+                    async with mcp.Client(streams) as client:
+                        added = await client.call_tool("add", {"a": 3, "b": 4})
+                        assert added.content[0].text == "7"  # type: ignore[union-attr]
+        assert not toolkit.closed  # the caller owns the toolkit it passed
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"workers": 2}, "--workers: applies to streamable HTTP only"),
+        ({"stateless": True}, "--stateless: applies to streamable HTTP only"),
+        ({"http": "127.0.0.1:8000", "workers": 0}, "--workers: must be at least 1"),
+        ({"http": "127.0.0.1:8000", "workers": 2}, "several workers need --stateless"),
+        ({"http": "localhost"}, "'localhost' is not HOST:PORT"),
+        ({"http": "127.0.0.1:99999"}, "not a number from 0 to 65535"),
+        ({"http": "[::1]8000"}, "IPv6 host in brackets"),
+        ({"http": "10.1.2.3:8000"}, "10.1.2.3, which is not a loopback address"),
+        ({"http": "[::]:8000"}, "on ::, which is not a loopback address"),
+        ({"http": "example.org:8000"}, "example.org, which is not a loopback address"),
+    ],
+)
+def test_serve_refuses_bad_options_before_starting(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    manifest = write_manifest(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        serve(ServeOptions(manifest=manifest, **options))
+
+
+def test_app_from_env_names_the_missing_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOLNEXUS_SERVE_MANIFEST", raising=False)
+    with pytest.raises(ConfigError, match="TOOLNEXUS_SERVE_MANIFEST is not set"):
+        app_from_env()

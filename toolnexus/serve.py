@@ -433,19 +433,23 @@ class _BearerAuth:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.token = token.encode()
+
+    def _authorized(self, scope: MutableMapping[str, Any]) -> bool:
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, credentials = given.partition(b" ")
+        # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                await _json_response(
-                    send,
-                    401,
-                    {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
-                    headers=[(b"www-authenticate", b'Bearer realm="toolnexus"')],
-                )
-                return
+        if scope["type"] == "http" and scope["path"] != HEALTH_PATH and not self._authorized(scope):
+            await _json_response(
+                send,
+                401,
+                {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
+                headers=[(b"www-authenticate", b'Bearer realm="toolnexus"')],
+            )
+            return
         await self.app(scope, receive, send)
 
 
