@@ -49,9 +49,9 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
+from ._suggest import did_you_mean
 from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
 from .errors import StrictSchemaError, UsageError
 
@@ -1185,9 +1185,10 @@ def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
         UsageError: an unknown provider, or `strict` for a provider without strict mode.
     """
     if provider not in PROVIDERS:
-        close = get_close_matches(provider, PROVIDERS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UsageError(f"unknown provider {provider!r}{hint} (known: {', '.join(PROVIDERS)})")
+        raise UsageError(
+            f"unknown provider {provider!r}{did_you_mean(provider, PROVIDERS)} "
+            f"(known: {', '.join(PROVIDERS)})"
+        )
     if strict and not provider.startswith("openai"):
         raise UsageError(
             f"strict=True is OpenAI's strict mode; {provider!r} has none, leave strict off"

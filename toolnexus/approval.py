@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ._suggest import did_you_mean
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -148,19 +149,12 @@ _RULE_KEYS = ("decision", "when", "reason")
 _SPEC_KEYS = ("default", "rules")
 
 
-def _did_you_mean(name: str, choices: Iterable[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _decision(value: Any, field: str) -> Decision:
     if isinstance(value, Decision):
         return value
     if isinstance(value, str) and value in _DECISIONS:
         return Decision(value)
-    hint = _did_you_mean(value, _DECISIONS) if isinstance(value, str) else ""
+    hint = did_you_mean(value, _DECISIONS) if isinstance(value, str) else ""
     raise ConfigError(f"expected one of allow, ask, deny, got {value!r}{hint}", field=field)
 
 
@@ -263,7 +257,7 @@ def compile_rules(
         if key not in _SPEC_KEYS:
             raise ConfigError(
                 f"unknown key {key!r}; expected default and rules"
-                f"{_did_you_mean(str(key), _SPEC_KEYS)}",
+                f"{did_you_mean(str(key), _SPEC_KEYS)}",
                 field=str(key),
             )
     if "default" in spec:
@@ -313,7 +307,7 @@ def _compile_rule(
         if key not in _RULE_KEYS:
             raise ConfigError(
                 f"unknown key {key!r}; expected decision, when and reason"
-                f"{_did_you_mean(str(key), _RULE_KEYS)}",
+                f"{did_you_mean(str(key), _RULE_KEYS)}",
                 field=_join(field, str(key)),
             )
     if "decision" not in rule:
@@ -384,7 +378,7 @@ def _check_argument_name(name: str, properties: frozenset[str] | None, field: st
     if properties is None or name in properties or name.split(".", 1)[0] in properties:
         return
     raise ConfigError(
-        f"the tool has no argument {name!r}{_did_you_mean(name, properties)} "
+        f"the tool has no argument {name!r}{did_you_mean(name, properties)} "
         f"(its arguments: {', '.join(sorted(properties))})",
         field=field,
     )
@@ -452,7 +446,7 @@ def _compile_matchers(
     for key, arg in spec.items():
         sub = _join(field, str(key))
         if key not in _MATCHERS:
-            hint = _did_you_mean(str(key), _MATCHERS)
+            hint = did_you_mean(str(key), _MATCHERS)
             if not hint and argument is not None:
                 hint = f" (to match a nested value, name it `{argument}.{key}`)"
             raise ConfigError(
@@ -947,7 +941,7 @@ class PermissionRules:
                 tool = rule.text.split("(", 1)[0].strip()
                 problems.append(
                     ConfigError(
-                        f"{rule.text!r} names no tool{_did_you_mean(tool, names)}",
+                        f"{rule.text!r} names no tool{did_you_mean(tool, names)}",
                         field=rule.field,
                     )
                 )

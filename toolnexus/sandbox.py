@@ -19,7 +19,6 @@ with `SandboxUnavailable` saying how to fix it; with `required=False` the proces
 from __future__ import annotations
 
 import atexit
-import difflib
 import fnmatch
 import functools
 import glob
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from . import _sandbox_exec as _lx
+from ._suggest import did_you_mean
 from .errors import ConfigError, PathRefused, SandboxUnavailable
 
 __all__ = [
@@ -151,7 +151,7 @@ class SandboxPolicy:
                 if value not in _FS_RANK:
                     raise ConfigError(
                         f"expected one of read-only, workspace-write, full; got {value!r}"
-                        + _did_you_mean(str(value), _FS_RANK),
+                        + did_you_mean(str(value), _FS_RANK),
                         field=where,
                     )
                 changes["filesystem"] = value
@@ -299,14 +299,9 @@ class SandboxPolicy:
 
 
 def _unknown(name: str, choices: Iterable[str], what: str) -> str:
-    return f"unknown {what} {name!r}; expected one of {', '.join(choices)}" + _did_you_mean(
+    return f"unknown {what} {name!r}; expected one of {', '.join(choices)}" + did_you_mean(
         name, choices
     )
-
-
-def _did_you_mean(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _str_list(value: Any, where: str) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections.abc as cabc
 import dataclasses
 import datetime as _dt
-import difflib
 import enum
 import functools
 import inspect
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Final
 
+from ._suggest import did_you_mean
 from .base import ToolContext
 from .errors import ConfigError, InvalidArguments, UsageError
 
@@ -1243,11 +1243,11 @@ def _meta_problems(schema: Any) -> list[tuple[str, str]]:
         if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(
             error.instance, str
         ):
-            close = difflib.get_close_matches(error.instance, _SIMPLE_TYPES, n=1)
             expected = ", ".join(_SIMPLE_TYPES)
-            message = f"unknown type {error.instance!r}; expected one of {expected}"
-            if close:
-                message += f"; did you mean {close[0]!r}?"
+            message = (
+                f"unknown type {error.instance!r}; expected one of {expected}"
+                + did_you_mean(error.instance, _SIMPLE_TYPES)
+            )
         problems.append((path, message))
     return problems
 

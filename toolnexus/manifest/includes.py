@@ -14,7 +14,6 @@ An include reference is one of:
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 import sys
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._suggest import did_you_mean
 from .model import IncludeDecl, OverrideDecl
 
 __all__ = ["TOOLSET_GROUP", "IncludeProblem", "ResolvedInclude", "apply_include_chain"]
@@ -109,8 +109,7 @@ def _read(real: Path, shown: Path) -> str:
         hint = ""
         if real.parent.is_dir():
             names = [p.name for p in real.parent.iterdir() if p.suffix in (".yaml", ".yml")]
-            close = difflib.get_close_matches(real.name, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(real.name, names)
         raise IncludeProblem(f"file not found: {_label(shown)}{hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise IncludeProblem(f"cannot read {_label(shown)}: {exc}") from exc
@@ -161,8 +160,7 @@ def _toolset(ref: str) -> ResolvedInclude:
     matches = [ep for ep in found if ep.name == name]
     if not matches:
         names = sorted({ep.name for ep in found})
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(name, names)
         available = f" (installed: {', '.join(names)})" if names else " (none is installed)"
         raise IncludeProblem(
             f"no tool set named {name!r} in entry point group {TOOLSET_GROUP}{hint}{available}"

@@ -14,12 +14,12 @@ zero or several such keys is one clear error instead of one per branch.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._suggest import did_you_mean
 from .interpolate import Secret
 from .yamlpos import NodePath
 
@@ -119,11 +119,6 @@ def _value_type(value: Any) -> str:
         if _is_type(value, name):
             return _TYPE_NAMES[name]
     return "null"
-
-
-def _suggest(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class _Compiler:
@@ -228,7 +223,7 @@ def _enum(c: _Compiler, schema: Mapping[str, Any]) -> Check:
     def check_enum(value: Any, path: NodePath, errors: list[Violation]) -> None:
         if value in options and not (isinstance(value, bool) and True not in options):
             return
-        hint = _suggest(value, texts) if isinstance(value, str) else ""
+        hint = did_you_mean(value, texts) if isinstance(value, str) else ""
         errors.append(
             Violation(
                 path=path,
@@ -332,7 +327,7 @@ def _object(c: _Compiler, schema: Mapping[str, Any]) -> Check:
                 errors.append(
                     Violation(
                         path=(*path, key),
-                        message=f"unknown name {key!r}{_suggest(key, names)}"
+                        message=f"unknown name {key!r}{did_you_mean(key, names)}"
                         f" (expected one of {', '.join(names)})",
                         at_key=True,
                     )
@@ -350,7 +345,7 @@ def _object(c: _Compiler, schema: Mapping[str, Any]) -> Check:
 
 def _unknown_key(key: str, path: NodePath, allowed: list[str]) -> Violation:
     where = f" in {field_path(path)}" if path else ""
-    hint = _suggest(key, allowed)
+    hint = did_you_mean(key, allowed)
     if not hint:
         hint = f"; expected one of {', '.join(allowed)}" if allowed else "; no keys are allowed"
     return Violation(path=(*path, key), message=f"unknown key {key!r}{where}{hint}", at_key=True)

@@ -29,13 +29,13 @@ or expanded.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._suggest import closest
 from ..errors import ConfigError, ToolError
 
 __all__ = [
@@ -374,7 +374,7 @@ class Parameters:
         field = template.field
         prop = self.properties.get(slot.name)
         if prop is None:
-            hint = difflib.get_close_matches(slot.name, list(self.properties), n=1)
+            hint = closest(slot.name, self.properties)
             if hint:
                 advice = f"did you mean {{{hint[0]}}}?"
             elif self.properties:

@@ -18,7 +18,6 @@ call's deadline.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import enum
 import inspect
 import logging
@@ -35,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
 from ._mcp_convert import build_tools, leaf_exception, to_result, translate_error
@@ -233,8 +233,7 @@ def _kind(value: object) -> str:
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(choices)}"
+    return did_you_mean(word, choices) or f"; expected one of {', '.join(choices)}"
 
 
 def _transport_type(spec: Mapping[str, Any]) -> Literal["stdio", "http"]:

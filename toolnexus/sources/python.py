@@ -35,7 +35,6 @@ the entry's sandbox policy (see `_isolated_handler`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -48,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._suggest import closest
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError, UsageError
 from ..function import is_tool_factory, tool
@@ -221,7 +221,7 @@ def _not_found(module_name: str, missing: str, base: Path) -> str:
     message = f"cannot import module {module_name!r}: no module named {missing!r}"
     parent, _, leaf = missing.rpartition(".")
     candidates = _local_module_names(base if not parent else base.joinpath(*parent.split(".")))
-    close = difflib.get_close_matches(leaf, candidates, n=1)
+    close = closest(leaf, candidates)
     if close:
         suggestion = f"{parent}.{close[0]}" if parent else close[0]
         message += f"; did you mean {suggestion!r}?"
@@ -274,7 +274,7 @@ def _resolve_attribute(module: types.ModuleType, module_name: str, attr: str) ->
             obj = getattr(obj, part)
         except AttributeError:
             names = [n for n in dir(obj) if not n.startswith("_")]
-            close = difflib.get_close_matches(part, names, n=3)
+            close = closest(part, names, n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise ConfigError(
                 f"{walked!r} has no attribute {part!r}{hint}", field="python"
