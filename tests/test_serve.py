@@ -258,6 +258,9 @@ async def test_stdio_serves_annotated_tools_rules_and_reloads(tmp_path: Path) ->
             assert denied.is_error
             assert "denied by rule" in denied.content[0].text  # type: ignore[union-attr]
             assert approve.questions == []
+            unknown = await client.call_tool("ad", {"a": 1, "b": 2})
+            assert unknown.is_error
+            assert "did you mean 'add'" in unknown.content[0].text  # type: ignore[union-attr]
 
             asked = await client.call_tool("say", {"text": "please wave"})
             assert not asked.is_error

@@ -67,11 +67,11 @@ MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 """`GET` answers 200 once the worker's toolkit is built (no token needed: it reveals nothing)."""
 
-ENV_MANIFEST = "TOOLNEXUS_SERVE_MANIFEST"
-ENV_TOKEN = "TOOLNEXUS_SERVE_TOKEN"
-ENV_HOST = "TOOLNEXUS_SERVE_HOST"
-ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
-ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
+_ENV_MANIFEST = "TOOLNEXUS_SERVE_MANIFEST"
+_ENV_TOKEN = "TOOLNEXUS_SERVE_TOKEN"
+_ENV_HOST = "TOOLNEXUS_SERVE_HOST"
+_ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
+_ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
 
 _APPROVAL_KEY = "toolnexus/approval"
 """The key of our question in an `InputRequiredResult` and of its answer in the retry."""
@@ -90,7 +90,7 @@ _APPROVAL_SCHEMA: dict[str, Any] = {
 _ARGS_SHOWN = 2000
 """Characters of a call's arguments shown in an approval prompt; the rest is elided."""
 
-ASGIApp = Callable[
+_ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
     Awaitable[None],
 ]
@@ -431,7 +431,7 @@ async def _serve_stdio_manifest(manifest: Path, *, watch: bool) -> None:
 class _BearerAuth:
     """ASGI middleware: every HTTP request but the health check carries the bearer token."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: _ASGIApp, token: str) -> None:
         self.app = app
         self.token = token.encode()
 
@@ -479,12 +479,13 @@ class _Endpoint:
     """The MCP endpoint, bound once the lifespan has built the toolkit and its server."""
 
     def __init__(self) -> None:
-        self.app: ASGIApp | None = None
+        self.app: _ASGIApp | None = None
         self.toolkit: Toolkit | None = None
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if self.app is None:
-            await _json_response(send, 503, {"error": "starting"})
+            detail = "the app's lifespan has not run: serve it with ASGI lifespan enabled"
+            await _json_response(send, 503, {"error": "not started", "detail": detail})
             return
         await self.app(scope, receive, send)
 
@@ -594,19 +595,18 @@ def app_from_env() -> Starlette:
     Use it as `uvicorn toolnexus.serve:app_from_env --factory` when running uvicorn (or
     another ASGI server) yourself.
     """
-    manifest = os.environ.get(ENV_MANIFEST)
+    manifest = os.environ.get(_ENV_MANIFEST)
     if not manifest:
         raise ConfigError(
-            f"{ENV_MANIFEST} is not set; set it to the manifest to serve (toolnexus serve sets "
-            "it for its workers)",
-            field=ENV_MANIFEST,
+            f"{_ENV_MANIFEST} is not set; set it to the manifest to serve (toolnexus serve sets "
+            "it for its workers)"
         )
     return http_app(
         manifest,
-        token=os.environ.get(ENV_TOKEN) or None,
-        stateless=os.environ.get(ENV_STATELESS) == "1",
-        watch=os.environ.get(ENV_WATCH) == "1",
-        host=os.environ.get(ENV_HOST, "127.0.0.1"),
+        token=os.environ.get(_ENV_TOKEN) or None,
+        stateless=os.environ.get(_ENV_STATELESS) == "1",
+        watch=os.environ.get(_ENV_WATCH) == "1",
+        host=os.environ.get(_ENV_HOST, "127.0.0.1"),
     )
 
 
@@ -656,11 +656,11 @@ def serve(options: ServeOptions) -> None:
         return
     os.environ.update(
         {
-            ENV_MANIFEST: str(manifest),
-            ENV_TOKEN: options.token or "",
-            ENV_HOST: host,
-            ENV_STATELESS: "1" if options.stateless else "0",
-            ENV_WATCH: "1" if options.watch else "0",
+            _ENV_MANIFEST: str(manifest),
+            _ENV_TOKEN: options.token or "",
+            _ENV_HOST: host,
+            _ENV_STATELESS: "1" if options.stateless else "0",
+            _ENV_WATCH: "1" if options.watch else "0",
         }
     )
     uvicorn.run(
