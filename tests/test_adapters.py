@@ -317,6 +317,17 @@ def test_gemini_schema_refuses_a_ref_that_does_not_resolve() -> None:
         gemini_schema({"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}})
 
 
+def test_gemini_schema_reads_refs_as_json_pointers_in_a_uri_fragment() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/a%20b~1c"}},
+        "$defs": {"a b/c": {"type": "string"}},
+    }
+    assert gemini_schema(schema)["properties"]["x"] == {"type": "STRING"}
+    with pytest.raises(UsageError, match=r"\$ref '#item' does not resolve"):
+        gemini_schema({"type": "object", "properties": {"x": {"$ref": "#item"}}})
+
+
 def test_mcp_tools_carry_flags_as_annotations_and_title() -> None:
     listed = mcp_tools(TOOLS)
     assert all(isinstance(t, mcp_types.Tool) for t in listed)

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._refs import MISSING, resolve_pointer
 from ._suggest import did_you_mean
 from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
 from .errors import StrictSchemaError, UsageError
@@ -449,15 +450,9 @@ def _is_defs_ref(ref: str) -> bool:
 def _resolve_ref(root: Mapping[str, Any], ref: str, path: str) -> Mapping[str, Any]:
     if not ref.startswith("#"):
         raise StrictSchemaError(f"{path}: $ref {ref!r} points outside this schema; inline it first")
-    target: Any = root
-    for token in ref[1:].split("/")[1:]:
-        key = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(target, Mapping) and key in target:
-            target = target[key]
-        elif isinstance(target, list) and key.isdigit() and int(key) < len(target):
-            target = target[int(key)]
-        else:
-            raise StrictSchemaError(f"{path}: $ref {ref!r} does not resolve in this schema")
+    target = resolve_pointer(root, ref)
+    if target is MISSING:
+        raise StrictSchemaError(f"{path}: $ref {ref!r} does not resolve in this schema")
     if not isinstance(target, Mapping):
         raise StrictSchemaError(f"{path}: $ref {ref!r} resolves to {target!r}, not a schema")
     return target

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Final
 
+from ._refs import MISSING, resolve_pointer
 from ._suggest import did_you_mean
 from .base import ToolContext
 from .errors import ConfigError, InvalidArguments, UsageError
@@ -1222,7 +1223,7 @@ def check_schema(schema: Any, *, field: str = "parameters") -> None:
             raise ConfigError(f"not a valid JSON Schema (Draft 2020-12): {listed}", field=field)
     if isinstance(schema, dict) and not _has_key(schema, "$id"):
         for path, ref in _local_refs(schema, "$"):
-            if _resolve_pointer(schema, ref) is _MISSING:
+            if resolve_pointer(schema, ref) is MISSING:
                 raise ConfigError(
                     f"{path}: $ref {ref!r} points to nothing in this schema; define it under "
                     "`$defs` or fix the reference",
@@ -1271,30 +1272,6 @@ def _local_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
     elif isinstance(node, list):
         for i, value in enumerate(node):
             yield from _local_refs(value, f"{path}[{i}]")
-
-
-_MISSING: Final = object()
-
-
-def _resolve_pointer(root: Any, ref: str) -> Any:
-    """The node `ref` (`#`, `#/a/b`) points to inside `root`, or `_MISSING`."""
-    from urllib.parse import unquote
-
-    fragment = unquote(ref[1:])
-    if fragment == "":
-        return root
-    if not fragment.startswith("/"):
-        return _MISSING
-    node = root
-    for raw in fragment[1:].split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return _MISSING
-    return node
 
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -1645,8 +1622,8 @@ class _Compiler:
         known = self.refs.get(ref)
         if known is not None:
             return known
-        target = _resolve_pointer(self.root, ref)
-        if target is _MISSING:
+        target = resolve_pointer(self.root, ref)
+        if target is MISSING:
             raise _Unsupported
         cell: list[Check] = []
 
@@ -1930,8 +1907,8 @@ def _null_plan(schema: Any, root: Any, depth: int = 0) -> _NullPlan | None:
 def _deref(schema: Any, root: Any) -> Any:
     seen = 0
     while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and seen < 16:
-        target = _resolve_pointer(root, schema["$ref"])
-        if target is _MISSING:
+        target = resolve_pointer(root, schema["$ref"])
+        if target is MISSING:
             return schema
         schema = target
         seen += 1

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._refs import MISSING, resolve_pointer
 from .._suggest import did_you_mean
 from .interpolate import Secret
 from .yamlpos import NodePath
@@ -129,9 +130,9 @@ class _Compiler:
     def resolve(self, ref: str) -> Mapping[str, Any]:
         if not ref.startswith("#/"):
             raise ValueError(f"only local $ref are supported, got {ref!r}")
-        node: Any = self.root
-        for part in ref[2:].split("/"):
-            node = node[part]
+        node = resolve_pointer(self.root, ref)
+        if node is MISSING:
+            raise ValueError(f"$ref {ref!r} points to nothing in the manifest schema")
         return node
 
     def ref(self, ref: str) -> Check:

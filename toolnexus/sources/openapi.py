@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._refs import MISSING, resolve_pointer
 from ..base import Tool
 from ..errors import ConfigError, SourceError
 from ..schema import sanitize_name
@@ -318,15 +319,9 @@ class _Resolver:
                 "(#/components/...) are supported: bundle the document first",
                 field="openapi",
             )
-        node: Any = self.document
-        for raw in ref[2:].split("/"):
-            key = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and key in node:
-                node = node[key]
-            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-                node = node[int(key)]
-            else:
-                raise SourceError(f"{self.label}: {where} refers to {ref!r}, which does not exist")
+        node = resolve_pointer(self.document, ref)
+        if node is MISSING:
+            raise SourceError(f"{self.label}: {where} refers to {ref!r}, which does not exist")
         return node
 
     def deref(self, node: Any, where: str) -> Any:
