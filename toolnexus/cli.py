@@ -1,17 +1,20 @@
 """The `toolnexus` command.
 
-Exit codes: 0 success; 1 the manifest is invalid or the tool call failed; 2 the command line is
-wrong; 130 interrupted. `main(argv)` returns the code instead of exiting, for tests.
+Exit codes: 0 success; 1 a manifest is invalid, the tool call failed (or was refused), or
+`doctor` found an MCP server that does not start; 2 the command line is wrong (unknown command,
+bad ARGS_JSON); 130 interrupted (Ctrl-C); 143 `watch` or `serve` stopped by SIGTERM.
+`main(argv)` returns the code instead of exiting, for tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +26,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class CliError(ToolnexusError):
@@ -51,8 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolnexus",
         description="Turn a YAML manifest into tools an LLM agent can call.",
-        epilog="Exit codes: 0 ok, 1 invalid manifest or failed call, 2 usage error, "
-        "130 interrupted.",
+        epilog="Exit codes: 0 ok; 1 invalid manifest, failed or refused call, or an MCP server "
+        "that does not start (doctor); 2 usage error; 130 interrupted; 143 terminated (SIGTERM). "
+        "Colour only on a terminal; NO_COLOR turns it off.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -134,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`toolnexus list x.yaml | head`): stop quietly, and keep Python
+        # from complaining again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -141,7 +152,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     failed = 0
     for path in args.files:
-        if not path.exists():
+        if not path.is_file():
             sys.stderr.write(f"{path}: no such file\n")
             failed += 1
             continue
@@ -152,19 +163,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{issue}\n")
             failed += 1
         else:
-            sys.stdout.write(f"{path}: ok ({count} tools declared)\n")
+            ok = _paint("ok", "32", sys.stdout)
+            sys.stdout.write(f"{path}: {ok} ({count} tools and MCP servers declared)\n")
+    if len(args.files) > 1:
+        good = len(args.files) - failed
+        sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def _flags(tool: Any) -> str:
-    names = [
-        ("read_only", "ro"),
-        ("destructive", "destructive"),
-        ("idempotent", "idempotent"),
-        ("open_world", "open-world"),
-        ("concurrent", "concurrent"),
-    ]
-    return ",".join(label for attr, label in names if getattr(tool, attr))
+    """MCP annotation semantics: `destructive` and `idempotent` only mean something for a tool
+    that writes, so a read-only tool shows `read-only` alone."""
+    labels = ["read-only"] if tool.read_only else []
+    if not tool.read_only:
+        labels += ["destructive"] if tool.destructive else []
+        labels += ["idempotent"] if tool.idempotent else []
+    labels += ["open-world"] if tool.open_world else []
+    labels += ["concurrent"] if tool.concurrent else []
+    return ",".join(labels) or "-"
 
 
 def _describe_approval(tool: Any) -> str:
@@ -208,13 +224,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     columns = ["name", "source", "flags", "approval", "sandbox"]
     widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns}
-    header = "  ".join(c.upper().ljust(widths[c]) for c in columns)
+    header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
     sys.stdout.write(_paint(header, "1", sys.stdout) + "\n")
     for r in rows:
         sys.stdout.write("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
     for name, info in status.items():
         if isinstance(info, dict) and info.get("state") == "failed":
-            sys.stderr.write(f"warning: MCP server {name!r} failed: {info.get('error')}\n")
+            sys.stderr.write(f"warning: MCP server {name!r} failed: {info.get('reason')}\n")
     return EXIT_OK
 
 
@@ -244,14 +260,21 @@ def _cmd_call(args: argparse.Namespace) -> int:
     from .toolkit import create_toolkit
 
     _require_file(args.file)
+    hint = 'Quote it for your shell, e.g. \'{"path": "README.md"}\''
     try:
-        json.loads(args.arguments)
+        arguments = json.loads(args.arguments)
     except json.JSONDecodeError as exc:
         raise CliError(
-            f"ARGS_JSON is not valid JSON: {exc.msg}",
-            hint='Quote it for your shell, e.g. \'{"path": "README.md"}\'',
+            f"ARGS_JSON is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            hint=hint,
             code=EXIT_USAGE,
         ) from None
+    if not isinstance(arguments, dict):
+        raise CliError(
+            f"ARGS_JSON must be a JSON object of arguments, got {type(arguments).__name__}",
+            hint=hint,
+            code=EXIT_USAGE,
+        )
     with create_toolkit(args.file, approver=_terminal_approver(args.yes)) as toolkit:
         result = toolkit.execute(args.tool, args.arguments)
     if args.json:
@@ -280,43 +303,70 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
+def _ripgrep() -> str | None:
+    """The rg the builtin search tools would run (the one beside this Python first, as the
+    `ripgrep` wheel installs it, then PATH), with its version; None if none runs."""
     import shutil
+    import subprocess
 
+    for candidate in (str(Path(sys.executable).parent / "rg"), shutil.which("rg")):
+        if not candidate or not Path(candidate).is_file():
+            continue
+        try:
+            run = subprocess.run(
+                [candidate, "--version"], capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if run.returncode == 0 and run.stdout.startswith("ripgrep"):
+            return f"{run.stdout.splitlines()[0]} ({candidate})"
+    return None
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
     from .sandbox import detect
 
     out = sys.stdout
     ok = _paint("ok", "32", out)
     no = _paint("missing", "33", out)
-    out.write(f"python {sys.version.split()[0]} ({sys.executable})\n")
+    out.write(f"python      {sys.version.split()[0]} ({sys.executable})\n")
     support = detect()
-    out.write("sandbox mechanisms:\n")
-    for mech in support.mechanisms:
-        state = ok if mech.available else no
-        out.write(f"  {mech.name:<10} {state}  {mech.detail}\n")
-    rg = shutil.which("rg")
-    out.write(f"ripgrep     {ok if rg else no}  {rg or 'grep/glob use the pure-Python fallback'}\n")
+    out.write(f"sandbox     best mechanism: {support.best}\n")
+    for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
+        out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
+    rg = _ripgrep()
+    fallback = "grep/glob use the pure-Python fallback; pip install 'toolnexus[builtin]'"
+    out.write(f"ripgrep     {ok if rg else no}  {rg or fallback}\n")
     for module, why in (("markdownify", "fetch: HTML to Markdown"), ("pathspec", ".gitignore")):
         try:
             __import__(module)
             out.write(f"{module:<11} {ok}  {why}\n")
         except ImportError:
             out.write(f"{module:<11} {no}  {why}: pip install 'toolnexus[builtin]'\n")
-    code = EXIT_OK
-    if args.file is not None:
-        from .toolkit import create_toolkit
+    if args.file is None:
+        return EXIT_OK
+    from .toolkit import create_toolkit
 
-        _require_file(args.file)
-        with create_toolkit(args.file) as toolkit:
-            out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
-            for name, info in toolkit.status().items():
-                state = info.get("state") if isinstance(info, dict) else info
-                good = state == "ready"
-                code = code if good else EXIT_FAILED
-                detail = info.get("error") or f"{info.get('tools', 0)} tools"
-                out.write(
-                    f"  mcp {name:<12} {ok if good else _paint(str(state), '31', out)}  {detail}\n"
-                )
+    _require_file(args.file)
+    code = EXIT_OK
+    try:
+        toolkit = create_toolkit(args.file)
+    except SourceError as exc:  # a required server did not start: that is the diagnosis
+        out.write(f"{args.file}: {_paint('failed', '31', out)}  {exc}\n")
+        return EXIT_FAILED
+    with toolkit:
+        out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
+        for name, info in toolkit.status().items():
+            state = str(info.get("state")) if isinstance(info, dict) else str(info)
+            good = state == "ready"
+            code = code if good else EXIT_FAILED
+            detail = (
+                f"{info.get('tool_count', 0)} tools"
+                if good
+                else str(info.get("reason") or info.get("last_error") or state)
+            )
+            shown = ok if good else _paint(state, "31", out)
+            out.write(f"  mcp {name:<12} {shown}  {detail}\n")
     return code
 
 
@@ -328,26 +378,59 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     def show(event: ReloadEvent) -> None:
         stream = sys.stderr if event.error else sys.stdout
-        stream.write(event.describe() + "\n")
+        mark = _paint("✗", "31", stream) if event.error else _paint("✓", "32", stream)
+        stream.write(f"{mark} {event.describe()}\n")
         stream.flush()
 
-    with create_toolkit(args.file) as toolkit:
+    with create_toolkit(args.file) as toolkit, _quiet("toolnexus.reload"):
         toolkit.on_reload.append(show)
         toolkit.watch()
+        names = ", ".join(toolkit.names()) or "no tools"
         sys.stdout.write(
-            f"watching {args.file} ({len(toolkit.tools())} tools, generation "
-            f"{toolkit.generation}); Ctrl-C to stop\n"
+            f"watching {args.file}: generation {toolkit.generation}, {names}; Ctrl-C to stop\n"
         )
         sys.stdout.flush()
         try:
-            asyncio.run(_forever())
-        except KeyboardInterrupt:
+            return asyncio.run(_until_signal())
+        except KeyboardInterrupt:  # not on the main thread: no signal handlers there
             return EXIT_INTERRUPTED
-    return EXIT_OK
 
 
-async def _forever() -> None:
-    await asyncio.Event().wait()
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Silence a logger whose messages the command already prints (restored afterwards, for
+    in-process callers of `main`)."""
+    import logging
+
+    logger = logging.getLogger(name)
+    before = logger.propagate
+    handler = logging.NullHandler()
+    logger.addHandler(handler)  # keeps logging's last-resort handler from printing
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.propagate = before
+        logger.removeHandler(handler)
+
+
+async def _until_signal() -> int:
+    """Wait for Ctrl-C or SIGTERM; the exit code tells which (so the toolkit closes cleanly
+    and its MCP servers end with it)."""
+    import signal
+
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future[int] = loop.create_future()
+
+    def stop(code: int) -> None:
+        if not got.done():
+            got.set_result(code)
+
+    for sig, code in ((signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED)):
+        # Off the main thread there are no signal handlers; Ctrl-C still interrupts.
+        with contextlib.suppress(RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop, code)
+    return await got
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
