@@ -466,6 +466,7 @@ async def test_http_app_serves_a_toolkit_with_a_token(tmp_path: Path) -> None:
                         added = await client.call_tool("add", {"a": 3, "b": 4})
                         assert added.content[0].text == "7"  # type: ignore[union-attr]
         assert not toolkit.closed  # the caller owns the toolkit it passed
+        assert toolkit.on_reload == []  # and the app stopped listening to its reloads
 
 
 @pytest.mark.parametrize(

@@ -213,11 +213,7 @@ class _Announcer:
     async def on_reload(self, event: ReloadEvent) -> None:
         if event.kind != "tools_changed" or self.loop is None:
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
+        if asyncio.get_running_loop() is self.loop:
             await self.announce()
         else:  # a toolkit on its own loop thread (create_toolkit) serving this server's loop
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.announce(), self.loop))
@@ -241,6 +237,14 @@ def build_server(toolkit: Toolkit, *, name: str = "toolnexus") -> Server[Any]:
         toolkit: the tools to serve; the caller keeps ownership (close it after serving).
         name: the server name clients see.
     """
+    return _build_server(toolkit, name)[0]
+
+
+def _build_server(
+    toolkit: Toolkit, name: str
+) -> tuple[Server[Any], Callable[[ReloadEvent], Awaitable[None]]]:
+    """The server, and the reload listener it added to `toolkit.on_reload` (for removal when
+    the toolkit outlives the server)."""
     from mcp import types
     from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.models import InitializationOptions
@@ -300,7 +304,7 @@ def build_server(toolkit: Toolkit, *, name: str = "toolnexus") -> Server[Any]:
     )
     server.middleware.append(announcer.track)
     toolkit.on_reload.append(announcer.on_reload)
-    return server
+    return server, announcer.on_reload
 
 
 def _version() -> str:
@@ -556,8 +560,10 @@ def http_app(
             else:
                 toolkit = await acreate_toolkit(Path(source), watch=watch)
                 stack.push_async_callback(toolkit.aclose)
+            server, listener = _build_server(toolkit, "toolnexus")
+            stack.callback(toolkit.on_reload.remove, listener)
             manager = StreamableHTTPSessionManager(
-                app=build_server(toolkit),
+                app=server,
                 stateless=stateless,
                 security_settings=_security(host),
             )
