@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolnexus import acreate_toolkit, create_toolkit
+from toolnexus import Toolkit, acreate_toolkit, create_toolkit
 from toolnexus.errors import ManifestImportError, ManifestSchemaError, ManifestSyntaxError
 from toolnexus.reload import ReloadEvent
 
@@ -449,3 +449,76 @@ async def test_mcp_servers_carry_over_restart_on_change_and_close_when_idle(
         assert server_pid("a") == before["a"]
         assert server_pid("b") != before["b"]
     assert children() == {}
+
+
+# -- stress --------------------------------------------------------------------------------------
+
+
+def test_stress_reloads_while_threads_call(tmp_path: Path, forget_modules: None) -> None:
+    """100 reloads alternating valid and invalid manifests, tools added and removed, an MCP
+    server carried over (and restarted twice), while 4 threads call tools through the sync API."""
+    (tmp_path / "mod.py").write_text(MODULE)
+    path = tmp_path / "tools.yaml"
+
+    def version(i: int) -> str:
+        if i % 4 == 1:
+            return "version: 1\ntools:\n  - {name: one, python: 'mod:one'\n"  # syntax error
+        if i % 4 == 3:
+            return "version: 1\ntols: []\n"  # unknown key
+        extra = "two" if i % 8 == 0 else "three"
+        return manifest("one", extra) + servers({"srv": f"v{i // 34}"})
+
+    threads_before = set(threading.enumerate())
+    children_before = children()
+    save_atomic(path, version(0))
+    failures: list[str] = []
+    calls = [0]
+    stop = threading.Event()
+    seen = Seen()
+
+    def caller(tk: Toolkit, index: int) -> None:
+        names = ["one", "two", "three", "srv_echo"]
+        n = index
+        while not stop.is_set():
+            name = names[n % len(names)]
+            n += 1
+            args = {"text": "hi"} if name == "srv_echo" else {}
+            result = tk.execute(name, args)
+            calls[0] += 1
+            if not result.is_error:
+                continue
+            removable = name in ("two", "three")
+            if not (removable and result.metadata.get("error_type") == "ToolNotFound"):
+                failures.append(f"{name}: {result.metadata.get('error_type')}: {result.content}")
+
+    tk = create_toolkit(path)
+    try:
+        tk.watch(debounce_ms=10)
+        tk.on_reload.append(seen)
+        workers = [threading.Thread(target=caller, args=(tk, i)) for i in range(4)]
+        for w in workers:
+            w.start()
+        for i in range(1, 101):
+            done = len(seen.events)
+            save_atomic(path, version(i))
+            expect_ok = i % 2 == 0
+            event = seen.wait(lambda e, d=done: e is seen.events[-1] and len(seen.events) > d)
+            assert event.ok is expect_ok, (i, event.describe())
+        stop.set()
+        for w in workers:
+            w.join(timeout=10)
+            assert not w.is_alive()
+        assert failures == []
+        assert calls[0] > 100
+        assert tk.generation == 51
+        names = sorted(t.name for t in threading.enumerate() if t not in threads_before)
+        assert names.count("toolnexus-watch") <= 2  # the live feed (and one still stopping)
+        assert names.count("toolnexus-loop") == 1
+    finally:
+        stop.set()
+        tk.close()
+    # Everything the toolkit started ends: threads (joined, bounded) and child processes.
+    for t in set(threading.enumerate()) - threads_before:
+        t.join(timeout=5)
+    assert set(threading.enumerate()) - threads_before == set()
+    assert children() == children_before
