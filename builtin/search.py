@@ -654,7 +654,9 @@ _RG_BASE = (
 
 
 def _rg_filters(query: _Query) -> list[str]:
-    args = [f"--max-filesize={query.max_file_size}"]
+    # No size limit (glob's) is left out rather than passed as a huge number: with the option,
+    # rg stats every file it lists, which costs glob about a tenth of its time on a large tree.
+    args = [] if query.max_file_size >= sys.maxsize else [f"--max-filesize={query.max_file_size}"]
     if query.top_only:
         args.append("--max-depth=1")
     for glob in (*query.globs, _GIT_OVERRIDE):
@@ -827,8 +829,12 @@ def _mtime_order(paths: Sequence[str]) -> list[str]:
 
 
 def _allowed(ctx: ToolContext, path: str) -> bool:
-    """False for files the sandbox policy's `deny_read` covers: the model never sees them."""
-    return ctx.sandbox is None or ctx.sandbox.denied(Path(path)) is None
+    """False for files the sandbox policy's `deny_read` covers: the model never sees them.
+
+    Most policies deny nothing: checked first, that spares a `Path` per listed file (a third of
+    glob's own time on ten thousand files)."""
+    sandbox = ctx.sandbox
+    return sandbox is None or not sandbox.deny_read or sandbox.denied(Path(path)) is None
 
 
 def _cut_line(text: str, limit: int) -> str:
