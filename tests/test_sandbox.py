@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from toolnexus.errors import ConfigError, SandboxUnavailable
+from toolnexus.manifest import load_manifest
 from toolnexus.process import ProcessResult, run_process
 from toolnexus.sandbox import (
     DEFAULT_ENV_ALLOW,
@@ -510,6 +511,17 @@ def test_from_mapping_merges_over_base(tmp_path: Path) -> None:
     assert merged.timeout == 30.0
     assert merged.network is True
     assert merged.env_set == {"A": "1", "B": "2"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1TB", 10**12), ("2GiB", 2 * 1024**3), ("1.5k", 1500)]
+)
+def test_from_mapping_reads_sizes_as_the_manifest_does(
+    tmp_path: Path, text: str, expected: int
+) -> None:
+    policy = SandboxPolicy.from_mapping({"max_file_size": text}, base_dir=tmp_path)
+    manifest = load_manifest({"version": 1, "defaults": {"max_output": text}})
+    assert policy.max_file_size == manifest.defaults.max_output == expected
 
 
 @pytest.mark.parametrize(

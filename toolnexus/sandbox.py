@@ -19,6 +19,7 @@ with `SandboxUnavailable` saying how to fix it; with `required=False` the proces
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fnmatch
 import functools
 import glob
@@ -360,18 +361,14 @@ def _env_block(value: Any, where: str, base: SandboxPolicy) -> dict[str, Any]:
     return out
 
 
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*", re.IGNORECASE)
-
-
 def _duration(value: Any, where: str) -> float | None:
+    """Seconds in a `timeout` as the manifest writes it (`30`, `500ms`, `2m`): it must be > 0."""
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    if isinstance(value, str) and (m := _DURATION.fullmatch(value)):
-        seconds = float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m[2] or "s"]
-        if seconds > 0:
+    from .manifest.units import parse_duration  # the manifest's reading of units, loaded late
+
+    with contextlib.suppress(ValueError):  # worded below, with the value and the field
+        if (seconds := parse_duration(value)) > 0:
             return seconds
     raise ConfigError(
         f"expected a positive duration such as 30, 500ms, 30s or 2m, got {value!r}", field=where
@@ -379,17 +376,17 @@ def _duration(value: Any, where: str) -> float | None:
 
 
 def _size(value: Any, where: str, *, allow_units: bool) -> int | None:
+    """Bytes in a limit (`512MB`, `1MiB`; only a plain count without `allow_units`), > 0."""
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if allow_units:
+        from .manifest.units import parse_size  # the manifest's reading of units, loaded late
+
+        with contextlib.suppress(ValueError):  # worded below, with the value and the field
+            if (size := parse_size(value)) > 0:
+                return size
+    elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    if allow_units and isinstance(value, str) and (m := _SIZE.fullmatch(value)):
-        unit = (m[2] or "").lower().rstrip("b")
-        power = "kmgt".find(unit[:1]) + 1 if unit else 0
-        factor = (1024 if unit.endswith("i") else 1000) ** power
-        size = int(float(m[1]) * factor)
-        if size > 0:
-            return size
     expected = "a positive size such as 512MB or 1MiB" if allow_units else "a positive integer"
     raise ConfigError(f"expected {expected}, got {value!r}", field=where)
 

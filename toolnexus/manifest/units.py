@@ -2,7 +2,7 @@
 
 Durations become float seconds; sizes become int bytes (or characters, for `max_output`).
 Decimal suffixes are powers of 1000 (`1MB` = 1_000_000), binary ones powers of 1024
-(`1MiB` = 1_048_576); a bare `k`/`m`/`g` is decimal.
+(`1MiB` = 1_048_576); a bare `k`/`m`/`g`/`t` is decimal.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ SIZE_FORM = "an integer or a size such as 30000, 30k, 30KB, 1MB or 1MiB"
 
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*\Z")
 _SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmg])(i?)b?|(b))?\s*\Z", re.IGNORECASE)
-_POWER = {"k": 1, "m": 2, "g": 3}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgt])(i?)b?|(b))?\s*\Z", re.IGNORECASE)
+_POWER = {"k": 1, "m": 2, "g": 3, "t": 4}
 _SIZE_KEYS = frozenset({"max_output", "max_response", "max_memory", "max_file_size", "max_bytes"})
 
 
