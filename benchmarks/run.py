@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +67,7 @@ def table(title: str, rows: list[Row]) -> None:
 
 
 def bench_core() -> None:
-    from toolnexus import Registry, acreate_toolkit, create_toolkit, tool
+    from toolnexus import acreate_toolkit, create_toolkit, tool
     from toolnexus.middleware import timeout, truncate
 
     def plain_add(a: int, b: int) -> int:
@@ -82,17 +87,14 @@ def bench_core() -> None:
     plain = median_us(lambda: plain_add(**args), number=200_000)
     rows: list[Row] = [("plain function call", plain, "µs", "baseline")]
 
-    async def run_async() -> tuple[float, float]:
+    async def run_async() -> float:
         tk = await acreate_toolkit(extra_tools=[add], middleware=[timeout(30), truncate(30_000)])
         try:
-            a = await amedian_us(lambda: tk.aexecute("add", args), number=20_000)
-            direct = Registry([add])
-            del direct
-            return a, a - plain
+            return await amedian_us(lambda: tk.aexecute("add", args), number=20_000, repeat=9)
         finally:
             await tk.aclose()
 
-    aexec, _ = asyncio.run(run_async())
+    aexec = asyncio.run(run_async())
     rows.append(
         (
             "`aexecute` (validation + approval + timeout + truncate)",
@@ -104,7 +106,7 @@ def bench_core() -> None:
     with create_toolkit(
         extra_tools=[add, add_sync], middleware=[timeout(30), truncate(30_000)]
     ) as tk:
-        sync = median_us(lambda: tk.execute("add", args), number=5_000)
+        sync = median_us(lambda: tk.execute("add", args), number=5_000, repeat=9)
         rows.append(
             (
                 "sync `execute` (same stack, private loop thread)",
@@ -160,18 +162,662 @@ def bench_core() -> None:
             "`import toolnexus` (cumulative, -X importtime)",
             statistics.median(imports),
             "ms",
+            "target ≤ 150 ms (names load lazily)",
+        )
+    )
+    # `import toolnexus` alone loads almost nothing: what a program pays before its first call
+    # is the core it then touches, timed here as wall clock minus a bare interpreter's start.
+    usable = _startup_ms("from toolnexus import create_toolkit, tool, Toolkit; create_toolkit")
+    rows.append(
+        (
+            "`from toolnexus import create_toolkit, tool, Toolkit` (wall, fresh process)",
+            usable,
+            "ms",
             "target ≤ 150 ms",
         )
     )
     table("Core: per-call overhead (trivial 2-argument tool)", rows)
 
 
-SECTIONS: dict[str, Callable[[], None]] = {"core": bench_core}
+def _startup_ms(code: str, runs: int = 9) -> float:
+    """Median wall time of `python -c code` minus that of a bare interpreter, in ms."""
+
+    def wall(snippet: str) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", snippet], cwd=ROOT, check=True)
+        return (time.perf_counter() - start) * 1000
+
+    bare = statistics.median(wall("pass") for _ in range(runs))
+    return statistics.median(wall(code) for _ in range(runs)) - bare
+
+
+def spread(samples: list[float]) -> str:
+    """`min–max` of the samples, to show how noisy a median is."""
+    return f"{min(samples):,.1f}–{max(samples):,.1f}"
+
+
+FIXTURES = ROOT / "benchmarks" / "fixtures"
+
+
+# -- mcp -------------------------------------------------------------------------------------
+
+
+def bench_mcp() -> None:
+    asyncio.run(_bench_mcp())
+
+
+async def _bench_mcp() -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from toolnexus import acreate_toolkit
+
+    rows: list[Row] = []
+    # A call through the toolkit vs the SDK's own client, each to its own copy of the same
+    # MCPServer script, batches interleaved so that load from other processes hits both alike.
+    echo = str(FIXTURES / "echo_server.py")
+    args = {"text": "hello"}
+    toolkit = await acreate_toolkit(
+        {"version": 1, "mcp_servers": {"bench": {"command": sys.executable, "args": [echo]}}}
+    )
+    try:
+        async with Client(StdioServerParameters(command=sys.executable, args=[echo])) as client:
+            await client.list_tools()
+            check = await toolkit.aexecute("echo", args)
+            assert check.content == "hello" and not check.is_error, check
+            direct_samples: list[float] = []
+            toolkit_samples: list[float] = []
+            number = 100
+            for _ in range(20):
+                start = time.perf_counter()
+                for _ in range(number):
+                    await client.call_tool("echo", args)
+                direct_samples.append((time.perf_counter() - start) / number * 1e6)
+                start = time.perf_counter()
+                for _ in range(number):
+                    await toolkit.aexecute("echo", args)
+                toolkit_samples.append((time.perf_counter() - start) / number * 1e6)
+    finally:
+        await toolkit.aclose()
+    direct = statistics.median(direct_samples)
+    through = statistics.median(toolkit_samples)
+    ratios = [t / d for t, d in zip(toolkit_samples, direct_samples, strict=True)]
+    rows.append(
+        (
+            "direct `mcp.Client.call_tool` (stdio MCPServer, echo)",
+            direct,
+            "µs",
+            f"batches {spread(direct_samples)} µs",
+        )
+    )
+    rows.append(
+        (
+            "`toolkit.aexecute` of the same tool (manifest stdio server)",
+            through,
+            "µs",
+            f"**{through / direct:.3f}×** direct (per-batch ratios "
+            f"{min(ratios):.2f}–{max(ratios):.2f}); target ≤ 1.05×",
+        )
+    )
+
+    # Connecting: servers that sleep 300 ms before their first answer, started by one toolkit.
+    slow = FIXTURES / "slow_server.py"
+
+    def servers(count: int, delay: float) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "mcp_servers": {
+                f"s{i}": {
+                    "command": sys.executable,
+                    "args": ["-S", str(slow), str(delay)],
+                    "prefix": f"s{i}_",
+                    "required": True,
+                }
+                for i in range(count)
+            },
+        }
+
+    async def connect_ms(manifest: dict[str, Any]) -> float:
+        start = time.perf_counter()
+        kit = await acreate_toolkit(manifest)
+        elapsed = (time.perf_counter() - start) * 1000
+        assert len(kit.names()) == len(manifest["mcp_servers"])
+        await kit.aclose()
+        return elapsed
+
+    timings: dict[tuple[int, float], list[float]] = {(1, 0.0): [], (1, 0.3): [], (3, 0.3): []}
+    for _ in range(7):  # interleaved rounds
+        for (count, delay), samples in timings.items():
+            samples.append(await connect_ms(servers(count, delay)))
+    instant = statistics.median(timings[(1, 0.0)])
+    one = statistics.median(timings[(1, 0.3)])
+    three = statistics.median(timings[(3, 0.3)])
+    rows.append(
+        (
+            "create_toolkit, 1 stdio server answering at once",
+            instant,
+            "ms",
+            f"spawn + handshake + tools/list; runs {spread(timings[(1, 0.0)])} ms",
+        )
+    )
+    rows.append(
+        (
+            "create_toolkit, 1 server taking 300 ms to answer",
+            one,
+            "ms",
+            f"runs {spread(timings[(1, 0.3)])} ms",
+        )
+    )
+    rows.append(
+        (
+            "create_toolkit, 3 servers taking 300 ms each",
+            three,
+            "ms",
+            f"**{three / one:.2f}×** one alone (runs {spread(timings[(3, 0.3)])} ms); "
+            "target ≤ 1.3×",
+        )
+    )
+
+    # A server that never answers, with connect_timeout: 2s: how long until the toolkit is ready
+    # without it (it is not `required`, so the toolkit starts and reports it in status()).
+    hang = str(FIXTURES / "hang_server.py")
+    given_up: list[float] = []
+    closing: list[float] = []
+    quiet = logging.getLogger("toolnexus")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the expected "did not start" warning, three times
+    for _ in range(3):
+        start = time.perf_counter()
+        kit = await acreate_toolkit(
+            {
+                "version": 1,
+                "mcp_servers": {
+                    "hung": {
+                        "command": sys.executable,
+                        "args": ["-S", hang],
+                        "connect_timeout": "2s",
+                    }
+                },
+            }
+        )
+        given_up.append(time.perf_counter() - start)
+        assert kit.status()["hung"]["state"] != "ready", kit.status()
+        start = time.perf_counter()
+        await kit.aclose()
+        closing.append((time.perf_counter() - start) * 1000)
+    quiet.setLevel(level)
+    rows.append(
+        (
+            "hung server, `connect_timeout: 2s`: create_toolkit returns after",
+            statistics.median(given_up),
+            "s",
+            f"runs {spread(given_up)} s; target ≤ 2.2 s",
+        )
+    )
+    rows.append(
+        (
+            "… then closing that toolkit (the hung process ended)",
+            statistics.median(closing),
+            "ms",
+            "informational",
+        )
+    )
+    table("MCP: calls and connections (stdio)", rows)
+
+
+# -- manifest --------------------------------------------------------------------------------
+
+
+def write_manifest(folder: Path, count: int, *, extra: Sequence[str] = ()) -> Path:
+    """A manifest of `count` tools (half Python functions, half shell commands) in `folder`,
+    with its Python module beside it; `extra` names more shell tools. Returns the manifest."""
+    python_count = count // 2
+    module = folder / "bench_tools.py"
+    if not module.exists():
+        functions = [
+            f"def fn_{i}(path: str, limit: int = 10, verbose: bool = False) -> str:\n"
+            f'    """Tool number {i}.\n\n    Args:\n        path: a file.\n'
+            f'        limit: how many.\n        verbose: say more.\n    """\n'
+            f"    return f'{i}:{{path}}:{{limit}}'\n"
+            for i in range(python_count)
+        ]
+        module.write_text("\n\n".join(functions), encoding="utf-8")
+    lines = [
+        "version: 1",
+        "defaults: {approval: allow, timeout: 30s}",
+        "middleware: [{timeout: 30s}, {truncate: 30000}]",
+        "permissions:",
+        '  deny: ["sh_*(/etc/**)"]',
+        "tools:",
+    ]
+    for i in range(python_count):
+        lines.append(f"  - {{name: py_{i}, python: bench_tools:fn_{i}}}")
+    shell_names = [f"sh_{i}" for i in range(count - python_count)] + list(extra)
+    for name in shell_names:
+        lines += [
+            f"  - name: {name}",
+            f"    description: List a folder ({name})",
+            '    command: [ls, -la, "{path}"]',
+            "    parameters:",
+            "      type: object",
+            "      properties: {path: {type: string, description: the folder}}",
+            "      required: [path]",
+            "    read_only: true",
+            "    approval:",
+            "      default: allow",
+            '      rules: [{decision: deny, when: {path: {glob: "/etc/**"}}}]',
+        ]
+    path = folder / "tools.yaml"
+    # Written beside and renamed over, as editors save: a reader never sees half a file.
+    scratch = folder / ".tools.yaml.tmp"
+    scratch.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(scratch, path)
+    return path
+
+
+_COLD_LOAD = """
+import sys, time
+sys.path.insert(0, {root!r})
+import toolnexus
+start = time.perf_counter()
+from toolnexus import create_toolkit
+kit = create_toolkit({path!r})
+elapsed = time.perf_counter() - start
+assert len(kit.names()) == 500
+kit.close()
+print(elapsed * 1000)
+"""
+
+
+def bench_manifest() -> None:
+    from toolnexus import create_toolkit, load_manifest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_manifest(Path(tmp), 500)
+        cold = [
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", _COLD_LOAD.format(root=str(ROOT), path=str(path))],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
+            for _ in range(5)
+        ]
+        loads: list[float] = []
+        builds: list[float] = []
+        for _ in range(9):
+            start = time.perf_counter()
+            manifest = load_manifest(path)
+            loads.append((time.perf_counter() - start) * 1000)
+            assert len(manifest.tools) == 500
+            start = time.perf_counter()
+            kit = create_toolkit(path)
+            builds.append((time.perf_counter() - start) * 1000)
+            assert len(kit.names()) == 500
+            kit.close()
+    load = statistics.median(loads)
+    build = statistics.median(builds)
+    rows: list[Row] = [
+        (
+            "`create_toolkit` of a 500-tool manifest (250 Python + 250 shell)",
+            build,
+            "ms",
+            f"runs {spread(builds)} ms; target ≤ 150 ms",
+        ),
+        (
+            "… of which `load_manifest` (parse, interpolate, check)",
+            load,
+            "ms",
+            f"{load / build:.0%} of the total; runs {spread(loads)} ms",
+        ),
+        (
+            "… the same, first load in a fresh process (lazy imports: yaml, schema checker)",
+            statistics.median(cold),
+            "ms",
+            f"runs {spread(cold)} ms; informational",
+        ),
+    ]
+    table("Manifest: loading 500 tools", rows)
+
+
+# -- builtin ---------------------------------------------------------------------------------
+
+
+def bench_builtin() -> None:
+    rows = asyncio.run(_bench_search())
+    rows += _bench_memory()
+    table("Builtin tools: search speed and memory", rows)
+
+
+async def _bench_search() -> list[Row]:
+    from builtin import search
+    from toolnexus import acreate_toolkit
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    # The exact rg command each call runs, recorded on its way out, so that the bare peer runs
+    # the same binary with the same options in the same folder.
+    seen: list[tuple[list[str], Path]] = []
+    run_rg = search._run_rg
+
+    async def recording(argv: list[str], cwd: Path, query: Any) -> Any:
+        seen.append((list(argv), cwd))
+        return await run_rg(argv, cwd, query)
+
+    search._run_rg = recording
+    try:
+        kit = await acreate_toolkit(builtins=["grep", "glob"], workspace=stdlib)
+        cases: list[tuple[str, str, dict[str, Any], list[str] | None, float]] = [
+            (
+                "grep files_with_matches `def __init__`",
+                "grep",
+                {"pattern": "def __init__"},
+                None,
+                1.2,
+            ),
+            (
+                "grep content `class \\w+Error\\(Exception\\)`, line numbers",
+                "grep",
+                {"pattern": r"class \w+Error\(Exception\)", "output_mode": "content"},
+                None,
+                1.2,
+            ),
+            (
+                "glob `**/*.py`",
+                "glob",
+                {"pattern": "**/*.py"},
+                ["--files", "-g", "*.py"],
+                1.5,
+            ),
+        ]
+        rows: list[Row] = []
+        try:
+            for label, name, args, plain, target in cases:
+                seen.clear()
+                first = await kit.aexecute(name, args)
+                assert not first.is_error, first.content
+                argv, cwd = seen[-1]
+                peers = {"the same rg command": argv}
+                if plain is not None:
+                    peers[f"`rg {' '.join(plain)}`"] = [argv[0], *plain]
+                tool_ms: list[float] = []
+                bare_ms: dict[str, list[float]] = {k: [] for k in peers}
+                for _ in range(7):  # interleaved rounds
+                    start = time.perf_counter()
+                    await kit.aexecute(name, args)
+                    tool_ms.append((time.perf_counter() - start) * 1000)
+                    for key, command in peers.items():
+                        start = time.perf_counter()
+                        subprocess.run(
+                            command,
+                            cwd=cwd,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL,
+                            check=False,
+                        )
+                        bare_ms[key].append((time.perf_counter() - start) * 1000)
+                tool = statistics.median(tool_ms)
+                total = first.metadata.get("total")
+                rows.append(
+                    (
+                        f"{label} on the stdlib ({total:,} results), through the toolkit",
+                        tool,
+                        "ms",
+                        f"runs {spread(tool_ms)} ms",
+                    )
+                )
+                for key, samples in bare_ms.items():
+                    bare = statistics.median(samples)
+                    is_target = key != "the same rg command" or plain is None
+                    rows.append(
+                        (
+                            f"… bare {key}",
+                            bare,
+                            "ms",
+                            f"tool **{tool / bare:.2f}×**"
+                            + (f"; target ≤ {target}×" if is_target else "; informational"),
+                        )
+                    )
+        finally:
+            await kit.aclose()
+    finally:
+        search._run_rg = run_rg
+    files = sum(1 for _ in stdlib.rglob("*"))
+    rows.insert(0, (f"stdlib tree searched: `{stdlib}`", files, "entries", "informational"))
+    return rows
+
+
+_MEMORY = """
+import resource, sys
+sys.path.insert(0, {root!r})
+from toolnexus import create_toolkit
+
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+mode, folder, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "read":
+    kit = create_toolkit(builtins={{"read": {{"max_output_chars": 1_000_000}}}}, workspace=folder)
+    warm = kit.execute("read", {{"path": "small.txt"}})
+    assert not warm.is_error, warm.content
+    before = peak_mb()
+    result = kit.execute("read", {{"path": "big.txt", "offset": lines - 1999, "limit": 2000}})
+    assert not result.is_error, result.content[:500]
+    assert result.content.count(chr(10)) >= 1999, result.content[-500:]
+else:
+    kit = create_toolkit(builtins={{"shell": {{"default_approval": "allow"}}}}, workspace=folder)
+    warm = kit.execute("shell", {{"command": "echo warm"}})
+    assert not warm.is_error, warm.content
+    before = peak_mb()
+    command = "yes 0123456789012345678901234567890123456789abcdefgh | head -c 1000000000"
+    result = kit.execute("shell", {{"command": command}})
+    assert not result.is_error, result.content[:500]
+after = peak_mb()
+kit.close()
+print(before, after)
+"""
+
+
+def _bench_memory() -> list[Row]:
+    line = b"0123456789012345678901234567890123456789abcdefghi\n"  # 50 bytes
+    lines = 1_000_000_000 // len(line)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "small.txt").write_text("hello\n", encoding="utf-8")
+        block = line * 20_000  # 1 MB
+        with open(folder / "big.txt", "wb") as f:
+            for _ in range(lines // 20_000):
+                f.write(block)
+        script = _MEMORY.format(root=str(ROOT))
+        for mode, label in [
+            ("read", "`read` of 2,000 lines at the end of a 1 GB file"),
+            ("shell", "`shell` running a command that prints 1 GB"),
+        ]:
+            growth: list[float] = []
+            seconds: list[float] = []
+            for _ in range(3):
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-c", script, mode, str(folder), str(lines)],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode:
+                    raise RuntimeError(f"the {mode} memory probe failed:\n{done.stderr}")
+                out = done.stdout.split()
+                seconds.append(time.perf_counter() - start)
+                before, after = float(out[0]), float(out[1])
+                growth.append(after - before)
+            rows.append(
+                (
+                    f"{label}: peak RSS growth (fresh process, baseline {before:.0f} MB)",
+                    statistics.median(growth),
+                    "MB",
+                    f"runs {spread(growth)} MB, {statistics.median(seconds):.1f} s each; "
+                    "target ≤ 50 MB",
+                )
+            )
+    return rows
+
+
+# -- sandbox ---------------------------------------------------------------------------------
+
+
+def bench_sandbox() -> None:
+    from toolnexus import create_toolkit
+    from toolnexus.sandbox import SandboxPolicy, detect, wrap_command
+
+    runs = 50
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+
+        def spawn_ms(mechanism: str | None) -> list[float]:
+            """Wrap (or not) and run `true`, `runs` times: ms per run, wrapping included."""
+            policy = SandboxPolicy(filesystem="workspace-write", network=False)
+            samples = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                if mechanism is None:
+                    subprocess.run(["true"], cwd=workspace, check=True)
+                else:
+                    wrapped = wrap_command(["true"], policy, workspace=workspace, cwd=workspace)
+                    assert wrapped.mechanism == mechanism, wrapped.mechanism
+                    subprocess.run(wrapped.argv, env=wrapped.env, cwd=workspace, check=True)
+                    for folder in wrapped.cleanup:
+                        shutil.rmtree(folder, ignore_errors=True)
+                samples.append((time.perf_counter() - start) * 1000)
+            return samples
+
+        def tool_ms(sandboxed: bool) -> list[float]:
+            """`execute` of a manifest shell tool running `true`, `runs` times."""
+            entry: dict[str, Any] = {"name": "t", "command": ["true"]}
+            if sandboxed:
+                entry["sandbox"] = {"filesystem": "workspace-write", "network": False}
+            with create_toolkit({"version": 1, "tools": [entry]}, workspace=workspace) as kit:
+                first = kit.execute("t", {})
+                assert not first.is_error, first.content
+                samples = []
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    kit.execute("t", {})
+                    samples.append((time.perf_counter() - start) * 1000)
+            return samples
+
+        base = statistics.median(spawn_ms(None))
+        base_tool = statistics.median(tool_ms(False))
+        rows.append(("`true` unconfined (subprocess.run)", base, "ms", "baseline"))
+        rows.append(("`true` as an unconfined manifest shell tool", base_tool, "ms", "baseline"))
+        saved = os.environ.get("TOOLNEXUS_SANDBOX_DISABLE")
+        try:
+            for mechanism, disable in [("bwrap", ""), ("landlock", "bwrap")]:
+                os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = disable
+                detect.cache_clear()
+                status = getattr(detect(), mechanism)
+                if not status.available:
+                    rows.append((f"`true` under {mechanism}", float("nan"), "ms", status.reason))
+                    continue
+                spawned = spawn_ms(mechanism)
+                rows.append(
+                    (
+                        f"`true` under {mechanism} (wrap_command + run)",
+                        statistics.median(spawned),
+                        "ms",
+                        f"overhead **{statistics.median(spawned) - base:.1f} ms**; "
+                        f"runs {spread(spawned)} ms",
+                    )
+                )
+                tooled = tool_ms(True)
+                rows.append(
+                    (
+                        f"`true` as a sandboxed manifest shell tool ({mechanism})",
+                        statistics.median(tooled),
+                        "ms",
+                        f"overhead {statistics.median(tooled) - base_tool:.1f} ms",
+                    )
+                )
+        finally:
+            if saved is None:
+                os.environ.pop("TOOLNEXUS_SANDBOX_DISABLE", None)
+            else:
+                os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = saved
+            detect.cache_clear()
+    table(f"Sandbox: running `true` (median of {runs})", rows)
+
+
+# -- reload ----------------------------------------------------------------------------------
+
+
+def bench_reload() -> None:
+    from toolnexus import create_toolkit
+
+    rounds = 15
+    latencies: list[float] = []
+    rebuilds: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = write_manifest(folder, 50)
+        with create_toolkit(path, watch=True) as kit:
+            ready = kit.execute("sh_0", {"path": "."})
+            assert not ready.is_error, ready.content
+            for i in range(rounds):
+                name = f"added_{i}"
+                generation = kit.generation
+                start = time.perf_counter()
+                write_manifest(folder, 50, extra=[name])
+                # Poll from this thread as an agent would; the short sleep hands the GIL to the
+                # reload (a busy loop would slow it down by holding the interpreter).
+                deadline = start + 5
+                while kit.get(name) is None:
+                    if time.perf_counter() > deadline:
+                        raise RuntimeError(f"no reload within 5 s (last: {kit.last_reload})")
+                    time.sleep(0.0002)
+                result = kit.execute(name, {"path": "."})
+                latencies.append((time.perf_counter() - start) * 1000)
+                assert not result.is_error, result.content
+                assert kit.generation > generation
+                event = kit.last_reload
+                assert event is not None and event.ok, event
+                rebuilds.append(event.duration * 1000)
+                time.sleep(0.2)  # let the watcher settle before the next edit
+    median = statistics.median(latencies)
+    rows: list[Row] = [
+        (
+            "write of a 50-tool manifest → first call served by the new generation",
+            median,
+            "ms",
+            f"runs {spread(latencies)} ms over {rounds} edits; target ≤ 100 ms",
+        ),
+        (
+            "… of which building and swapping in the generation (`ReloadEvent.duration`)",
+            statistics.median(rebuilds),
+            "ms",
+            f"runs {spread(rebuilds)} ms; the rest is the watcher's 50 ms quiet period "
+            "(`debounce_ms`) and the event's way to the loop",
+        ),
+    ]
+    table("Hot reload (watch=True, atomic save adding a tool)", rows)
+
+
+SECTIONS: dict[str, Callable[[], None]] = {
+    "core": bench_core,
+    "mcp": bench_mcp,
+    "manifest": bench_manifest,
+    "builtin": bench_builtin,
+    "sandbox": bench_sandbox,
+    "reload": bench_reload,
+}
 
 
 def main(argv: list[str]) -> None:
     chosen = argv or list(SECTIONS)
-    print(f"python {sys.version.split()[0]} on {sys.platform}")
+    unknown = [name for name in chosen if name not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    print(f"python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs")
     for name in chosen:
         SECTIONS[name]()
 
