@@ -44,7 +44,7 @@ from urllib.parse import urljoin
 
 from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
 
-from .files import _parse_options
+from ._common import parse_options
 
 if TYPE_CHECKING:
     import httpx
@@ -99,7 +99,7 @@ class _FetchOptions:
 
 def _options(options: Mapping[str, Any]) -> _FetchOptions:
     special = ("allow_hosts", "user_agent")
-    opts: _FetchOptions = _parse_options(
+    opts: _FetchOptions = parse_options(
         {k: v for k, v in options.items() if k not in special}, _FetchOptions, "fetch"
     )
     hosts = options.get("allow_hosts", ())

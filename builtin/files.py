@@ -1,6 +1,6 @@
 """The file tools: `read`, `write` and `edit`.
 
-They share one discipline, which `apply_patch` (in `patch.py`) reuses:
+They share one discipline, kept in `_common.py` so that `apply_patch` (`patch.py`) reuses it:
 
 - every path goes through the sandbox's `confine_path` (workspace, extra roots, `deny_read`,
   read-only areas), so a manifest line means the same for `read` as for `cat` in the shell;
@@ -13,26 +13,35 @@ They share one discipline, which `apply_patch` (in `patch.py`) reuses:
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import errno
 import os
 import re
-import secrets
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import anyio.to_thread
+from toolnexus import ImagePart, Result, Tool, ToolContext, ToolError
 
-from toolnexus import ConfigError, ImagePart, Result, Tool, ToolContext, ToolError, confine_path
+# builtin/search.py imports confine, display and parse_options from here under these names.
+from ._common import (
+    check_guard,
+    decode_text,
+    encode_text,
+    fsync_dir,
+    in_thread,
+    looks_binary,
+    record_stamp,
+    uses_crlf,
+    write_temp,
+)
+from ._common import confine as _confine
+from ._common import display as _display
+from ._common import parse_options as _parse_options
 
 __all__ = ["files_tools"]
-
-_STAMPS_KEY = "builtin.files.read_stamps"
-"""`ctx.state` key: {resolved path: (mtime_ns, size)} as seen by the last read or write."""
 
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 1 << 20
@@ -63,52 +72,7 @@ class _FileOptions:
     """The read-before-write guard of `write` and `edit`."""
 
 
-def _parse_options(options: Mapping[str, Any], cls: type[Any], where: str) -> Any:
-    """Build the options dataclass `cls` from a manifest mapping, refusing unknown keys.
-
-    Shared by every builtin module so all of them word their option errors the same way.
-    """
-    known = {name: field.default for name, field in cls.__dataclass_fields__.items()}
-    values: dict[str, Any] = {}
-    for key, value in options.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"unknown option {key!r} for the {where} tools{hint} "
-                f"(known: {', '.join(sorted(known))})",
-                field=key,
-            )
-        default = known[key]
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        else:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        if not ok:
-            kind = "true or false" if isinstance(default, bool) else "a positive integer"
-            raise ConfigError(f"expected {kind}, got {value!r}", field=key)
-        values[key] = value
-    return cls(**values)
-
-
 # --- paths ----------------------------------------------------------------------------------
-
-
-def _confine(ctx: ToolContext, path: str, *, write: bool) -> Path:
-    """`path` resolved and checked against the workspace, roots and sandbox policy."""
-    if not path.strip():
-        raise ToolError("the path is empty; give a file path relative to the workspace")
-    return confine_path(
-        path, workspace=ctx.workspace, roots=ctx.roots, policy=ctx.sandbox, write=write
-    )
-
-
-def _display(ctx: ToolContext, path: Path) -> str:
-    """`path` relative to the workspace when inside it (shorter, and what the model wrote)."""
-    try:
-        return path.relative_to(ctx.workspace.resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def _not_found(ctx: ToolContext, path: Path) -> ToolError:
@@ -128,96 +92,19 @@ def _not_found(ctx: ToolContext, path: Path) -> ToolError:
     )
 
 
-# --- the read-before-write guard ------------------------------------------------------------
-
-
-def _stamps(ctx: ToolContext) -> dict[str, tuple[int, int]]:
-    stamps: dict[str, tuple[int, int]] = ctx.state.setdefault(_STAMPS_KEY, {})
-    return stamps
-
-
-def _record_stamp(ctx: ToolContext, path: Path, st: os.stat_result) -> None:
-    _stamps(ctx)[str(path)] = (st.st_mtime_ns, st.st_size)
-
-
-def _forget_stamp(ctx: ToolContext, path: Path) -> None:
-    _stamps(ctx).pop(str(path), None)
-
-
-def _check_guard(ctx: ToolContext, path: Path, st: os.stat_result, verb: str) -> None:
-    """Refuse to change `path` unless this toolkit read it and it has not changed since."""
-    stamp = _stamps(ctx).get(str(path))
-    name = _display(ctx, path)
-    if stamp is None:
-        raise ToolError(
-            f"refusing to {verb} {name!r}: it exists and has not been read in this session. "
-            f"Call read on it first, then retry."
-        )
-    if stamp != (st.st_mtime_ns, st.st_size):
-        raise ToolError(
-            f"refusing to {verb} {name!r}: it changed on disk since it was last read "
-            f"(someone else may be editing it). Read it again, then retry with its new content."
-        )
-
-
 # --- atomic writes --------------------------------------------------------------------------
-
-
-def _temp_beside(path: Path) -> tuple[Path, int]:
-    """A new temp file next to `path` (same filesystem, so the final rename is atomic).
-
-    Created with mode 0o666 so the kernel applies the umask, as for any new file.
-    """
-    for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        return tmp, fd
-    raise ToolError(f"could not create a temporary file beside {path.name!r}; try again")
-
-
-def _write_temp(path: Path, data: bytes) -> Path:
-    """Write `data` to a synced temp file beside `path`, with `path`'s mode if it exists."""
-    tmp, fd = _temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename durable: sync the folder entry (POSIX only; a no-op elsewhere)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _atomic_write(path: Path, data: bytes) -> os.stat_result:
     """Replace `path` with `data` atomically, creating its folders; returns the new stat."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(path, data)
+    tmp = write_temp(path, data)
     try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return os.stat(path)
 
 
@@ -230,11 +117,6 @@ def _os_error(ctx: ToolContext, path: Path, verb: str, exc: OSError) -> ToolErro
 # --- text helpers ---------------------------------------------------------------------------
 
 
-def _looks_binary(head: bytes) -> bool:
-    """NUL bytes in the first block: what git and grep use to call a file binary."""
-    return b"\x00" in head
-
-
 def _image_type(head: bytes) -> str | None:
     for magic, mime in _IMAGE_MAGIC:
         if head.startswith(magic):
@@ -242,21 +124,6 @@ def _image_type(head: bytes) -> str | None:
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
     return None
-
-
-def _decode(data: bytes) -> str:
-    """UTF-8 text that round-trips: invalid bytes survive a later `_encode` unchanged."""
-    return data.decode("utf-8", "surrogateescape")
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _uses_crlf(text: str) -> bool:
-    """True when every newline is CRLF (a mixed file is left exactly as it is)."""
-    newlines = text.count("\n")
-    return newlines > 0 and text.count("\r\n") == newlines
 
 
 def _skip_lines(f: BinaryIO, count: int) -> int:
@@ -355,13 +222,13 @@ def _read_sync(
                 f"reads regular files."
             )
         if st.st_size == 0:
-            _record_stamp(ctx, path, st)
+            record_stamp(ctx, path, st)
             return Result(content=f"[notice] {name!r} exists but is empty (0 bytes).")
         head = f.read(_SNIFF_BYTES)
         mime = _image_type(head)
         if mime is not None:
             return _read_image(ctx=ctx, opts=opts, f=f, path=path, st=st, head=head, mime=mime)
-        if _looks_binary(head):
+        if looks_binary(head):
             raise ToolError(
                 f"{name!r} looks like a binary file ({st.st_size} bytes, contains NUL bytes); "
                 f"read only shows text and images (png, jpeg, gif, webp). Use the shell "
@@ -371,7 +238,7 @@ def _read_sync(
         passed = _skip_lines(f, offset - 1)
         if passed < offset - 1:
             total = passed + (1 if _ends_without_newline(f, st.st_size) else 0)
-            _record_stamp(ctx, path, st)
+            record_stamp(ctx, path, st)
             return Result(
                 content=f"[notice] offset {offset} is past the end of {name!r}, which has "
                 f"{total} line{'s' if total != 1 else ''}. Use an offset between 1 and "
@@ -419,7 +286,7 @@ def _read_lines(
     if (first := _read_line(f, keep_bytes)) is None:
         # offset lands exactly after the final newline: the line does not exist.
         total = offset - 1
-        _record_stamp(ctx, path, st)
+        record_stamp(ctx, path, st)
         return Result(
             content=f"[notice] offset {offset} is past the end of {name!r}, which has {total} "
             f"lines. Use an offset between 1 and {max(total, 1)}.",
@@ -436,7 +303,7 @@ def _read_lines(
         number += 1
         line = _read_line(f, keep_bytes)
     last = number - 1
-    _record_stamp(ctx, path, st)
+    record_stamp(ctx, path, st)
     metadata: dict[str, Any] = {"first_line": offset, "last_line": last}
     if line is None:
         metadata["total_lines"] = last
@@ -475,7 +342,7 @@ def _read_image(
             f"-byte limit for images; resize it with the shell first."
         )
     data = head + f.read(opts.max_image_bytes - len(head) + 1)
-    _record_stamp(ctx, path, st)
+    record_stamp(ctx, path, st)
     return Result(
         content=f"Image {name!r} ({mime}, {len(data)} bytes).",
         parts=(ImagePart(data=data, mime_type=mime),),
@@ -501,13 +368,13 @@ def _write_sync(ctx: ToolContext, opts: _FileOptions, path_arg: str, content: st
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{name!r} is not a regular file; write only writes regular files.")
         if opts.require_read:
-            _check_guard(ctx, path, st, "overwrite")
-    data = _encode(content)
+            check_guard(ctx, path, st, "overwrite")
+    data = encode_text(content)
     try:
         new_st = _atomic_write(path, data)
     except OSError as exc:
         raise _os_error(ctx, path, "write", exc) from exc
-    _record_stamp(ctx, path, new_st)
+    record_stamp(ctx, path, new_st)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     verb = "Overwrote" if st is not None else "Created"
     return Result(
@@ -680,15 +547,15 @@ def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) ->
         raise _not_found(ctx, path) from None
     except OSError as exc:
         raise _os_error(ctx, path, "read", exc) from exc
-    if _looks_binary(data[:_SNIFF_BYTES]):
+    if looks_binary(data[:_SNIFF_BYTES]):
         raise ToolError(
             f"{name!r} looks like a binary file (it contains NUL bytes); "
             f"edit only changes text files."
         )
     if opts.require_read:
-        _check_guard(ctx, path, st, "edit")
-    original = _decode(data)
-    crlf = _uses_crlf(original)
+        check_guard(ctx, path, st, "edit")
+    original = decode_text(data)
+    crlf = uses_crlf(original)
     text = original.replace("\r\n", "\n") if crlf else original
     if crlf:
         edits = [
@@ -709,10 +576,10 @@ def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) ->
     if crlf:
         result = result.replace("\n", "\r\n")
     try:
-        new_st = _atomic_write(path, _encode(result))
+        new_st = _atomic_write(path, encode_text(result))
     except OSError as exc:
         raise _os_error(ctx, path, "write", exc) from exc
-    _record_stamp(ctx, path, new_st)
+    record_stamp(ctx, path, new_st)
     what = f"{len(edits)} edits" if len(edits) > 1 else "1 edit"
     return Result(
         content=f"Applied {what} to {name} ({count} replacement{'s' if count != 1 else ''}). "
@@ -768,13 +635,13 @@ def files_tools(options: Mapping[str, Any]) -> list[Tool]:
     async def read(args: dict[str, Any], ctx: ToolContext) -> Result:
         offset = args.get("offset", 1)
         limit = min(args.get("limit", opts.max_lines), opts.max_lines)
-        return await _in_thread(lambda: _read_sync(ctx, opts, args["path"], offset, limit))
+        return await in_thread(lambda: _read_sync(ctx, opts, args["path"], offset, limit))
 
     async def write(args: dict[str, Any], ctx: ToolContext) -> Result:
-        return await _in_thread(lambda: _write_sync(ctx, opts, args["path"], args["content"]))
+        return await in_thread(lambda: _write_sync(ctx, opts, args["path"], args["content"]))
 
     async def edit(args: dict[str, Any], ctx: ToolContext) -> Result:
-        return await _in_thread(lambda: _edit_sync(ctx, opts, args))
+        return await in_thread(lambda: _edit_sync(ctx, opts, args))
 
     path_schema = {
         "type": "string",
@@ -876,8 +743,3 @@ def files_tools(options: Mapping[str, Any]) -> list[Tool]:
             open_world=False,
         ),
     ]
-
-
-async def _in_thread(work: Callable[[], Result]) -> Result:
-    """Run blocking file work off the event loop, so other calls keep flowing meanwhile."""
-    return await anyio.to_thread.run_sync(work)

@@ -30,19 +30,19 @@ from typing import Any, Literal
 
 from toolnexus import Result, Tool, ToolContext, ToolError
 
-from .files import (
-    _confine,
-    _decode,
-    _display,
-    _encode,
-    _forget_stamp,
-    _fsync_dir,
-    _in_thread,
-    _looks_binary,
-    _parse_options,
-    _record_stamp,
-    _uses_crlf,
-    _write_temp,
+from ._common import (
+    confine,
+    decode_text,
+    display,
+    encode_text,
+    forget_stamp,
+    fsync_dir,
+    in_thread,
+    looks_binary,
+    parse_options,
+    record_stamp,
+    uses_crlf,
+    write_temp,
 )
 
 __all__ = ["patch_tools"]
@@ -313,7 +313,7 @@ def _explain_miss(lines: Sequence[str], pattern: Sequence[str], start: int) -> s
 
 def _apply_chunks(text: str, chunks: Sequence[_Chunk], where: str) -> str:
     """`text` with every chunk applied (or a ToolError naming the chunk that did not match)."""
-    crlf = _uses_crlf(text)
+    crlf = uses_crlf(text)
     lines = (text.replace("\r\n", "\n") if crlf else text).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -395,7 +395,7 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
     plan = _Plan()
     for number, hunk in enumerate(hunks, start=1):
         where = hunk.describe(number)
-        path = _confine(ctx, hunk.path, write=True)
+        path = confine(ctx, hunk.path, write=True)
         try:
             current = plan.current(path, opts.max_file_bytes)
         except _Unusable as why:
@@ -405,7 +405,7 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
                 f"{where}: cannot read {hunk.path!r}: {exc.strerror or exc}. Nothing was changed."
             ) from exc
         if hunk.kind == "add":
-            plan.final[path] = _encode(hunk.contents)
+            plan.final[path] = encode_text(hunk.contents)
             plan.summary.append(f"A {hunk.path}")
         elif hunk.kind == "delete":
             if current is None:
@@ -421,21 +421,21 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
                     f"{where}: {hunk.path!r} does not exist; use '*** Add File:' to create a "
                     f"file. Nothing was changed."
                 )
-            if _looks_binary(current[:8192]):
+            if looks_binary(current[:8192]):
                 raise ToolError(
                     f"{where}: {hunk.path!r} is a binary file; apply_patch changes "
                     f"text files only. Nothing was changed."
                 )
             try:
-                text = _apply_chunks(_decode(current), hunk.chunks, where)
+                text = _apply_chunks(decode_text(current), hunk.chunks, where)
             except ToolError as exc:
                 raise ToolError(
                     f"{exc.message}. Nothing was changed; fix this chunk (read the file around "
                     f"that line) and send the whole patch again."
                 ) from None
-            data = _encode(text)
+            data = encode_text(text)
             if hunk.move_to is not None:
-                dest = _confine(ctx, hunk.move_to, write=True)
+                dest = confine(ctx, hunk.move_to, write=True)
                 # The destination is replaced, never read: any size will do, but not a folder.
                 if dest.is_dir():
                     raise ToolError(
@@ -469,11 +469,11 @@ def _commit(ctx: ToolContext, plan: _Plan) -> None:
                 backups[path] = _backup(path)
             if data is not None:
                 created_dirs += _make_parents(path.parent)
-                staged.append((_write_temp(path, data), path))
+                staged.append((write_temp(path, data), path))
     except OSError as exc:
         _discard([tmp for tmp, _ in staged] + list(backups.values()), created_dirs)
         raise ToolError(
-            f"could not write {_display(ctx, Path(exc.filename or '?'))!r}: "
+            f"could not write {display(ctx, Path(exc.filename or '?'))!r}: "
             f"{exc.strerror or exc}. Nothing was changed."
         ) from exc
     done: list[Path] = []
@@ -494,12 +494,12 @@ def _commit(ctx: ToolContext, plan: _Plan) -> None:
                 path.unlink(missing_ok=True)
         _discard(list(backups.values()), created_dirs)
         raise ToolError(
-            f"could not apply the patch to {_display(ctx, Path(exc.filename or '?'))!r}: "
+            f"could not apply the patch to {display(ctx, Path(exc.filename or '?'))!r}: "
             f"{exc.strerror or exc}. The files already changed were restored."
         ) from exc
     _discard(list(backups.values()), [])
     for folder in {path.parent for path in plan.final}:
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
 
 def _backup(path: Path) -> Path:
@@ -548,9 +548,9 @@ def _apply_patch_sync(ctx: ToolContext, opts: _PatchOptions, patch: str) -> Resu
     _commit(ctx, plan)
     for path, data in plan.final.items():
         if data is None:
-            _forget_stamp(ctx, path)
+            forget_stamp(ctx, path)
         else:
-            _record_stamp(ctx, path, os.stat(path))
+            record_stamp(ctx, path, os.stat(path))
     return Result(
         content="Success. Updated the following files:\n" + "\n".join(plan.summary),
         metadata={"changes": list(plan.summary)},
@@ -593,10 +593,10 @@ def patch_tools(options: Mapping[str, Any]) -> list[Tool]:
     Raises:
         ConfigError: an unknown option or a value of the wrong kind.
     """
-    opts: _PatchOptions = _parse_options(options, _PatchOptions, "apply_patch")
+    opts: _PatchOptions = parse_options(options, _PatchOptions, "apply_patch")
 
     async def apply_patch(args: dict[str, Any], ctx: ToolContext) -> Result:
-        return await _in_thread(lambda: _apply_patch_sync(ctx, opts, args["patch"]))
+        return await in_thread(lambda: _apply_patch_sync(ctx, opts, args["patch"]))
 
     return [
         Tool(

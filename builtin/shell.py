@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import itertools
 import os
 import signal
@@ -48,7 +47,7 @@ from toolnexus import (
     start_process,
 )
 
-from .files import _confine, _display, _parse_options
+from ._common import confine, did_you_mean, display, parse_options
 
 __all__ = ["ShellApproval", "shell_tools"]
 
@@ -78,13 +77,13 @@ class _ShellOptions:
 def _options(options: Mapping[str, Any]) -> _ShellOptions:
     decision = options.get("default_approval", "ask")
     if decision not in _DECISIONS:
-        close = difflib.get_close_matches(str(decision), _DECISIONS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(
-            f"expected one of allow, ask, deny, got {decision!r}{hint}", field="default_approval"
+            f"expected one of allow, ask, deny, got {decision!r}"
+            + did_you_mean(str(decision), _DECISIONS),
+            field="default_approval",
         )
     rest = {k: v for k, v in options.items() if k != "default_approval"}
-    opts: _ShellOptions = _parse_options(rest, _ShellOptions, "shell")
+    opts: _ShellOptions = parse_options(rest, _ShellOptions, "shell")
     if opts.default_timeout_ms > opts.max_timeout_ms:
         raise ConfigError(
             f"default_timeout_ms ({opts.default_timeout_ms}) is above max_timeout_ms "
@@ -205,7 +204,7 @@ class _Shell:
         self.opts = opts
 
     def _cwd(self, ctx: ToolContext, cwd: str | None) -> Path:
-        folder = _confine(ctx, cwd or ".", write=False)
+        folder = confine(ctx, cwd or ".", write=False)
         if not folder.is_dir():
             raise ToolError(
                 f"cwd {cwd!r} is not an existing folder; give a folder in the workspace"
@@ -283,7 +282,7 @@ class _Shell:
         job_id = jobs.add(handle, command)
         return Result(
             content=(
-                f"Started background job {job_id} (pid {handle.pid}) in {_display(ctx, cwd)}. "
+                f"Started background job {job_id} (pid {handle.pid}) in {display(ctx, cwd)}. "
                 f"Read its output with shell_output(id={job_id!r}); stop it with "
                 f"shell_kill(id={job_id!r})."
             ),

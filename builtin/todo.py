@@ -14,7 +14,7 @@ from typing import Any
 
 from toolnexus import Result, Tool, ToolContext, ToolError
 
-from .files import _parse_options
+from ._common import parse_options
 
 __all__ = ["todo_tools"]
 
@@ -97,7 +97,7 @@ def todo_tools(options: Mapping[str, Any]) -> list[Tool]:
     Raises:
         ConfigError: an unknown option or a value of the wrong kind.
     """
-    opts: _TodoOptions = _parse_options(options, _TodoOptions, "todo")
+    opts: _TodoOptions = parse_options(options, _TodoOptions, "todo")
 
     async def todo(args: dict[str, Any], ctx: ToolContext) -> Result:
         return _todo_sync(ctx, opts, args["todos"])
