@@ -327,7 +327,9 @@ class Watcher:
                     folders,
                     self._deliver,
                     debounce_ms=max(self.debounce_ms * 10, 500),
-                    step_ms=self.debounce_ms,
+                    # A batch ends after one quiet step: between one and two steps after the
+                    # last change, so half the debounce keeps the wait near `debounce_ms`.
+                    step_ms=max(5, self.debounce_ms // 2),
                 )
                 if folders
                 else None
@@ -386,7 +388,8 @@ def start_watching(toolkit: Toolkit, *, debounce_ms: int = 50) -> Watcher:
 
     Args:
         toolkit: an open toolkit.
-        debounce_ms: quiet time after a change before reloading; changes within it coalesce.
+        debounce_ms: about how long files must stay quiet after a change before the reload
+            starts; changes closer together coalesce into one reload.
 
     Raises:
         UsageError: the toolkit is closed, or is already watched by another `Watcher`.
