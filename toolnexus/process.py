@@ -65,16 +65,51 @@ class ProcessResult:
     """The signal the toolkit sent to end the process group (timeout), if it had to."""
 
 
+class _Ring:
+    """The last `limit` bytes of a stream, with absolute offsets so that a reader knows what it
+    missed: a background job's output, and the tail of `_HeadTail`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.size += len(data)
+        self.total += len(data)
+        while self.size > self.limit:
+            excess = self.size - self.limit
+            first = self.chunks[0]
+            if len(first) <= excess:
+                self.chunks.popleft()
+                self.size -= len(first)
+            else:
+                self.chunks[0] = first[excess:]
+                self.size -= excess
+
+    def since(self, offset: int) -> tuple[bytes, int]:
+        """Bytes written after `offset` that are still kept, and how many were lost before."""
+        start = self.total - self.size
+        data = b"".join(self.chunks)
+        if offset >= start:
+            return data[offset - start :], 0
+        return data, start - offset
+
+
 class _HeadTail:
     """Keeps the first and last `limit / 2` bytes of a stream and counts the rest."""
 
     def __init__(self, limit: int | None) -> None:
         self.head_limit = None if limit is None else limit - limit // 2
-        self.tail_limit = 0 if limit is None else limit // 2
         self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_size = 0
-        self.dropped = 0
+        self.tail = _Ring(0 if limit is None else limit // 2)
+
+    @property
+    def dropped(self) -> int:
+        """Bytes between the head and the tail that were not kept."""
+        return self.tail.total - self.tail.size
 
     def feed(self, data: bytes) -> None:
         if self.head_limit is None:
@@ -84,27 +119,14 @@ class _HeadTail:
         if room > 0:
             self.head += data[:room]
             data = data[room:]
-        if not data:
-            return
-        self.tail.append(data)
-        self.tail_size += len(data)
-        while self.tail_size > self.tail_limit:
-            excess = self.tail_size - self.tail_limit
-            first = self.tail[0]
-            if len(first) <= excess:
-                self.tail.popleft()
-                self.tail_size -= len(first)
-                self.dropped += len(first)
-            else:
-                self.tail[0] = first[excess:]
-                self.tail_size -= excess
-                self.dropped += excess
+        if data:
+            self.tail.feed(data)
 
     def text(self) -> str:
         if not self.dropped:
-            return b"".join([bytes(self.head), *self.tail]).decode("utf-8", "replace")
+            return b"".join([bytes(self.head), *self.tail.chunks]).decode("utf-8", "replace")
         head = codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(self.head))
-        tail = b"".join(self.tail)
+        tail = b"".join(self.tail.chunks)
         skip = 0
         while skip < min(3, len(tail)) and 0x80 <= tail[skip] <= 0xBF:
             skip += 1  # a character cut in half at the start of the tail
@@ -293,39 +315,6 @@ async def run_process(
         )
     finally:
         _cleanup(wrapped)
-
-
-class _Ring:
-    """The last `limit` bytes of a background job's output, with absolute offsets so that a
-    reader knows what it missed."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.chunks: deque[bytes] = deque()
-        self.size = 0
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.chunks.append(data)
-        self.size += len(data)
-        self.total += len(data)
-        while self.size > self.limit:
-            excess = self.size - self.limit
-            first = self.chunks[0]
-            if len(first) <= excess:
-                self.chunks.popleft()
-                self.size -= len(first)
-            else:
-                self.chunks[0] = first[excess:]
-                self.size -= excess
-
-    def since(self, offset: int) -> tuple[bytes, int]:
-        """Bytes written after `offset` that are still kept, and how many were lost before."""
-        start = self.total - self.size
-        data = b"".join(self.chunks)
-        if offset >= start:
-            return data[offset - start :], 0
-        return data, start - offset
 
 
 @dataclass(kw_only=True, eq=False)
