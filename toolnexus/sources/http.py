@@ -87,10 +87,6 @@ class Pick:
     text: str
     steps: tuple[PickStep, ...]
 
-    @property
-    def has_wildcard(self) -> bool:
-        return None in self.steps
-
     def apply(self, document: Any) -> Any:
         """The part of `document` the expression selects.
 
