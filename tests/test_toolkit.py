@@ -97,3 +97,48 @@ async def test_async_calls_on_a_sync_toolkit_hop_to_its_loop() -> None:
         assert (await tk.aexecute("add", {"a": 1, "b": 1})).content == "2"
     finally:
         await asyncio.to_thread(tk.close)
+
+
+def test_closing_while_a_sync_call_runs_answers_that_caller() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait until released."""
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return "released"
+
+    tk = create_toolkit(extra_tools=[hold])
+    box: list[Result] = []
+    caller = threading.Thread(target=lambda: box.append(tk.execute("hold")))
+    caller.start()
+    assert started.wait(5)
+    tk.close()
+    caller.join(5)
+    release.set()
+    assert not caller.is_alive()
+    assert box[0].is_error
+    assert "closed while 'hold' was running" in box[0].content
+
+
+@pytest.mark.anyio
+async def test_closing_an_async_toolkit_answers_calls_in_flight() -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Never finish on its own."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    tk = await acreate_toolkit(extra_tools=[hang])
+    call = asyncio.ensure_future(tk.aexecute("hang"))
+    await asyncio.wait_for(started.wait(), 5)
+    await tk.aclose()
+    result = await asyncio.wait_for(call, 5)
+    assert result.is_error
+    assert "closed while 'hang'" in result.content

@@ -35,6 +35,12 @@ class LoopThread:
         try:
             self.loop.run_forever()
         finally:
+            # Whatever still runs is cancelled and awaited, so every waiting thread is woken
+            # (its call ends with CancelledError) instead of waiting forever.
+            pending = asyncio.all_tasks(self.loop)
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 

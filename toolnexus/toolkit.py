@@ -101,6 +101,10 @@ class Toolkit:
         self._builder = builder
         self.source = source
         self._generation: Generation | None = None
+        self._calls: set[asyncio.Task[Any]] = set()
+        """Tasks running a call right now: closing the toolkit cancels them."""
+        self._retiring: dict[asyncio.Task[None], Generation] = {}
+        """Retired generations still waiting for their last call before they close."""
         self._state = ToolkitState.OPEN
         self._lock = asyncio.Lock()
         self._watcher: Watcher | None = None
@@ -126,7 +130,9 @@ class Toolkit:
         old, self._generation = self._generation, gen
         if old is not None:
             old.retired = True
-            self._loop.create_task(self._retire(old))
+            task = self._loop.create_task(self._retire(old))
+            self._retiring[task] = old
+            task.add_done_callback(self._retiring.pop)
 
     async def _retire(self, gen: Generation) -> None:
         await gen.wait_idle()
@@ -185,11 +191,21 @@ class Toolkit:
                 error_type="ApprovalDenied",
             )
         gen.inflight += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
         try:
             return await gen.executor.execute(
                 name, arguments, call_id=call_id, middleware=middleware, approver=approver
             )
+        except asyncio.CancelledError:
+            if task is None or self._state is ToolkitState.OPEN:
+                raise
+            task.uncancel()  # cancelled by `aclose`, not by the caller: answer, don't raise
+            return _closed_during_call(name)
         finally:
+            if task is not None:
+                self._calls.discard(task)
             gen.leave()
 
     def execute(
@@ -203,13 +219,16 @@ class Toolkit:
     ) -> Result:
         """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
         self._current()
-        return run_on(
-            self._loop,
-            self.aexecute(
-                name, arguments, call_id=call_id, middleware=middleware, approver=approver
-            ),
-            self._owner,
-        )
+        try:
+            return run_on(
+                self._loop,
+                self.aexecute(
+                    name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                ),
+                self._owner,
+            )
+        except asyncio.CancelledError:
+            return _closed_during_call(name)
 
     async def aexecute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
         """Run a batch of calls: adjacent read-only/concurrent ones together, the rest in order;
@@ -228,15 +247,29 @@ class Toolkit:
                 results.append(await self.aexecute(c.name, c.arguments, call_id=c.id))
             return results
         gen.inflight += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
         try:
             return await gen.executor.execute_many(batch)
+        except asyncio.CancelledError:
+            if task is None or self._state is ToolkitState.OPEN:
+                raise
+            task.uncancel()
+            return [_closed_during_call(c.name) for c in batch]
         finally:
+            if task is not None:
+                self._calls.discard(task)
             gen.leave()
 
     def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
         """Synchronous `aexecute_many`."""
+        batch = list(calls)
         self._current()
-        return run_on(self._loop, self.aexecute_many(list(calls)), self._owner)
+        try:
+            return run_on(self._loop, self.aexecute_many(batch), self._owner)
+        except asyncio.CancelledError:
+            return [_closed_during_call(c.name) for c in batch]
 
     def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
         """The approval decision a call would get (allow / ask / deny and the rule), without
@@ -286,6 +319,19 @@ class Toolkit:
         try:
             if self._watcher is not None:
                 await self._watcher.stop()
+            # Calls still running are cancelled (their callers get an error result), so that
+            # no session closes under a call and no caller waits forever.
+            current = asyncio.current_task()
+            running = [t for t in self._calls if t is not current]
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            retiring = dict(self._retiring)
+            for task in retiring:
+                task.cancel()
+            await asyncio.gather(*retiring, return_exceptions=True)
+            for old in retiring.values():
+                await old.resources.aclose()
             gen, self._generation = self._generation, None
             if gen is not None:
                 await gen.resources.aclose()
@@ -319,6 +365,13 @@ class Toolkit:
             return f"<Toolkit {self._state.value}>"
         gen = self._generation
         return f"<Toolkit {len(gen.registry)} tools, generation {gen.number}>"
+
+
+def _closed_during_call(name: str) -> Result:
+    return Result.error(
+        f"the toolkit was closed while {name!r} was running; the call was stopped",
+        error_type="Cancelled",
+    )
 
 
 async def _close_state(state: dict[str, Any]) -> None:
