@@ -34,14 +34,19 @@ NAMES = tuple(_MODULES)
 """Every builtin tool name a manifest may list."""
 
 
-def toolset(options: Mapping[str, Mapping[str, Any]]) -> list[Tool]:
+def toolset(options: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
     """The builtin tools named in `options` (name -> options; `"*"` for all of them).
 
-    Options of tools that share a module (read/write/edit, glob/grep) are merged.
+    Called without options, as `include: [toolset:builtin]` does, it returns the manifest of
+    the tool set instead (`builtins: all`), so that an include, `builtins:` and
+    `create_toolkit(builtins=...)` all end up here with options. Options of tools that share a
+    module (read/write/edit, glob/grep) are merged.
 
     Raises:
         ConfigError: an unknown tool name (with a suggestion) or an option a tool rejects.
     """
+    if options is None:
+        return {"version": 1, "name": "builtin", "builtins": "all"}
     wanted = set(NAMES) if "*" in options else set()
     for name in options:
         if name == "*":

@@ -132,11 +132,6 @@ def test_an_override_may_not_loosen(tmp_path: Path, what: str) -> None:
     assert len(info.value.issues) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="build.py locates a loosening override at the included tool's own field (inside the "
-    "package's tools.yaml) instead of at the override line of the manifest that wrote it",
-)
 @pytest.mark.parametrize("what", sorted(LOOSER))
 def test_a_loosening_override_is_located_where_it_is_written(tmp_path: Path, what: str) -> None:
     path = write(
@@ -190,11 +185,6 @@ def test_a_team_cannot_allow_what_the_company_denies(tmp_path: Path) -> None:
         assert asked == ["deploy"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="permission rules match a tool's final name only: a team that includes a tool set "
-    "with a prefix renames its tools out of the company's deny rules",
-)
 def test_a_prefix_does_not_evade_a_company_deny(tmp_path: Path) -> None:
     write(tmp_path, "company.yaml", COMPANY)
     path = write(
@@ -234,12 +224,6 @@ def test_the_same_tool_set_included_twice_is_one_include(tmp_path: Path) -> None
         assert tk.names() == ACME
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a clash between names made at build time (OpenAPI operations, python factories, MCP "
-    "tools) and another tool is reported by build._registry with origins only: no include chain "
-    "and no line, unlike the loader's duplicate message",
-)
 def test_duplicate_of_a_built_name_shows_the_include_chain(tmp_path: Path) -> None:
     spec = (ROOT / "tests" / "fixtures" / "http" / "petstore.yaml").read_text()
     write(tmp_path, "api/petstore.yaml", spec)
@@ -311,12 +295,6 @@ def test_team_example_end_to_end(tmp_path: Path) -> None:
     assert asked == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="includes._toolset calls the entry point object with no arguments, while the builtin "
-    "tool set's entry point (builtin:toolset) is the `builtins:` factory taking options: "
-    "TypeError, reported as 'tool set builtin failed to load'",
-)
 def test_the_builtin_tool_set_can_be_included_by_name(tmp_path: Path) -> None:
     path = write(tmp_path, "tools.yaml", "version: 1\ninclude: ['toolset:builtin']\n")
     with create_toolkit(path) as tk:

@@ -14,7 +14,11 @@ dependencies (jsonschema, httpx, yaml, mcp, watchfiles) load when a feature firs
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# A library logs, the application decides where it goes (no "No handlers" fallback output).
+logging.getLogger("toolnexus").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .adapters import (

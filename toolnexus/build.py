@@ -146,6 +146,8 @@ async def build_generation(
         issues.raise_if_any()
 
         registry = _registry(tools, manifest)
+        if permissions is not None and any(t.meta.get("aliases") for t in tools):
+            permissions = _AliasAware(permissions)
         middleware = list(options.middleware)
         if manifest is not None:
             middleware += _middleware(manifest.middleware, issues)
@@ -285,6 +287,7 @@ def _build_tool(
             if named is None:
                 continue
             t, overrides = named
+        t = _provenance(t, decl)
         try:
             t = _attach(
                 t,
@@ -318,6 +321,28 @@ def _through_includes(t: Tool, chain: Sequence[Any]) -> tuple[Tool, Sequence[Any
         return None
     name, overrides = renamed
     return dataclasses.replace(t, name=name), overrides
+
+
+def _provenance(t: Tool, decl: Any, *, keep_origin: bool = False) -> Tool:
+    """Record where a tool comes from: its declaration (with the include chain, for messages)
+    and the names it had along that chain (`meta["aliases"]`), so that a rule written for an
+    included tool still applies after an include renamed it with a prefix."""
+    chain = decl.include_chain
+    if not chain:
+        return t if keep_origin else dataclasses.replace(t, origin=t.origin or str(decl.where))
+    names: list[str] = []
+    name = t.name
+    for step in chain:  # outermost first: its prefix is the first one on the name
+        if step.prefix and name.startswith(step.prefix):
+            name = name[len(step.prefix) :]
+            names.append(name)
+    via = " -> ".join(f"{step.ref} at {step.where}" for step in chain)
+    origin = t.origin if keep_origin and t.origin else str(decl.where)
+    return dataclasses.replace(
+        t,
+        origin=f"{origin} (included via {via})",
+        meta={**t.meta, "aliases": tuple(dict.fromkeys(names)), "where": decl.where},
+    )
 
 
 def _decls(items: Any, decl: Any) -> tuple[Any, ...]:
@@ -382,30 +407,18 @@ def _attach(
             raise ConfigError(exc.message, field=field) from exc
         policy = compiled if policy is None else _Both(policy, compiled)
     for override in overrides:
-        if override.approval is not None:
-            _check_tightens(override.approval, t.name)
-            stricter = compile_rules(
-                override.approval,
-                locate=lambda f, o=override: str(o.locate(f"approval.{f}" if f else "approval")),
-                default=default_approval or "allow",
-                parameters=t.parameters,
-            )
-            policy = stricter if policy is None else _Both(policy, stricter)
-        if override.sandbox is not None:
-            tighter = SandboxPolicy.from_mapping(
-                override.sandbox,
-                base=sandbox or SandboxPolicy(protected=tuple(protected)),
+        try:
+            policy, sandbox = _apply_override(
+                t,
+                override,
+                policy=policy,
+                sandbox=sandbox,
+                default_approval=default_approval,
                 base_dir=base_dir,
+                protected=protected,
             )
-            if sandbox is not None:
-                looser = tighter.loosens(sandbox)
-                if looser:
-                    raise ConfigError(
-                        f"an include override may only tighten the sandbox of {t.name!r}; "
-                        f"it loosens {', '.join(looser)}",
-                        field="sandbox",
-                    )
-            sandbox = tighter if sandbox is None else sandbox.tighten(tighter)
+        except ConfigError as exc:
+            issues.add(override, exc)  # located at the override, in the file that wrote it
     chain: list[Middleware] = []
     for item in middleware:
         built = _one_middleware(item)
@@ -419,6 +432,47 @@ def _attach(
         sandbox=sandbox if sandbox is not None else t.sandbox,
         middleware=(*chain, *t.middleware),
     )
+
+
+def _apply_override(
+    t: Tool,
+    override: Any,
+    *,
+    policy: ApprovalPolicy | None,
+    sandbox: SandboxPolicy | None,
+    default_approval: str | None,
+    base_dir: Path,
+    protected: Sequence[str],
+) -> tuple[ApprovalPolicy | None, SandboxPolicy | None]:
+    """An include's `override` for one tool: stricter approval and sandbox, never looser.
+
+    Raises:
+        ConfigError: the override would loosen a rule (field `approval` or `sandbox`).
+    """
+    if override.approval is not None:
+        _check_tightens(override.approval, t.name)
+        stricter = compile_rules(
+            override.approval,
+            locate=lambda f: str(override.locate(f"approval.{f}" if f else "approval")),
+            default=default_approval or "allow",
+            parameters=t.parameters,
+        )
+        policy = stricter if policy is None else _Both(policy, stricter)
+    if override.sandbox is not None:
+        tighter = SandboxPolicy.from_mapping(
+            override.sandbox,
+            base=sandbox or SandboxPolicy(protected=tuple(protected)),
+            base_dir=base_dir,
+        )
+        looser = tighter.loosens(sandbox) if sandbox is not None else []
+        if looser:
+            raise ConfigError(
+                f"an include override may only tighten the sandbox of {t.name!r}; it would "
+                f"loosen it: {'; '.join(looser)}",
+                field="sandbox",
+            )
+        sandbox = tighter if sandbox is None else sandbox.tighten(tighter)
+    return policy, sandbox
 
 
 def _check_tightens(approval: Any, name: str) -> None:
@@ -482,12 +536,49 @@ def _summary(policy: ApprovalPolicy) -> str:
 
 
 def _hidden(policy: ApprovalPolicy | None, t: Tool) -> bool:
-    """True when a bare deny (`deny: [name]`) removes the tool from the listing altogether."""
+    """True when a bare deny (`deny: [name]`) removes the tool from the listing altogether,
+    under its own name or one it had before an include prefixed it."""
+    if isinstance(policy, _AliasAware):
+        return any(_hidden(policy.policy, alias) for alias in policy.names_of(t))
     if isinstance(policy, PermissionRules):
         return policy.hidden(t)
     if isinstance(policy, _Both):
         return _hidden(policy.first, t) or _hidden(policy.second, t)
     return False
+
+
+class _AliasAware:
+    """Toolkit-wide rules seen through every name a tool had along its include chain.
+
+    A company's `deny: [purge_cache]` must still hold when a team includes the tool set with
+    `prefix: x_`: the rules are asked about `x_purge_cache` and about `purge_cache`, and the
+    strongest matching answer wins (deny anywhere wins).
+    """
+
+    def __init__(self, policy: ApprovalPolicy) -> None:
+        self.policy = policy
+        self._renamed: dict[tuple[int, str], tuple[Tool, Tool]] = {}
+
+    def names_of(self, t: Tool) -> list[Tool]:
+        out = [t]
+        for alias in t.meta.get("aliases", ()):
+            key = (id(t), alias)
+            cached = self._renamed.get(key)
+            if cached is None or cached[0] is not t:
+                cached = (t, dataclasses.replace(t, name=alias))
+                self._renamed[key] = cached
+            out.append(cached[1])
+        return out
+
+    def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
+        if not tool.meta.get("aliases"):
+            return self.policy.decide(tool, arguments, workspace)
+        return combine_verdicts(
+            [self.policy.decide(t, arguments, workspace) for t in self.names_of(tool)]
+        )
+
+    def summary(self) -> str:
+        return _summary(self.policy)
 
 
 def _sandbox(
@@ -678,6 +769,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = N
         if named is None:
             continue
         t, overrides = named
+        t = _provenance(t, decl, keep_origin=True)
         try:
             t = _attach(
                 t,
@@ -808,6 +900,10 @@ def load_toolset(name: str, options: Mapping[str, Mapping[str, Any]]) -> list[To
     return list(factory(options))
 
 
+def _source(manifest: Manifest | None) -> str | None:
+    return str(manifest.source) if manifest is not None and manifest.source else None
+
+
 def _registry(tools: Sequence[Tool], manifest: Manifest | None) -> Registry:
     """A registry of `tools`; a name clash is a manifest error naming both origins."""
     seen: dict[str, Tool] = {}
@@ -815,13 +911,18 @@ def _registry(tools: Sequence[Tool], manifest: Manifest | None) -> Registry:
     for t in tools:
         first = seen.get(t.name)
         if first is not None:
+            later = t if t.meta.get("where") or not first.meta.get("where") else first
+            where = later.meta.get("where")
             issues.append(
                 ManifestIssue(
                     message=(
                         f"tool {t.name!r} is defined twice: first at {first.origin or first.source}"
-                        f", again at {t.origin or t.source}; rename one (or give a prefix)"
+                        f", again at {t.origin or t.source}; rename one (or use an include's "
+                        "prefix or exclude)"
                     ),
-                    file=str(manifest.source) if manifest and manifest.source else None,
+                    file=where.file if where is not None else _source(manifest),
+                    line=where.line if where is not None else None,
+                    column=where.column if where is not None else None,
                     kind="duplicate",
                 )
             )
