@@ -7,12 +7,13 @@ and built only from toolnexus' public API. `builtins:` in a manifest and
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolnexus import ConfigError, Tool
+
+from ._common import did_you_mean
 
 __all__ = ["NAMES", "toolset"]
 
@@ -52,8 +53,7 @@ def toolset(options: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
         if name == "*":
             continue
         if name not in _MODULES:
-            close = difflib.get_close_matches(name, NAMES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, NAMES)
             raise ConfigError(
                 f"unknown builtin tool {name!r}{hint} (builtins: {', '.join(NAMES)})",
                 field=f"builtins.{name}",

@@ -148,3 +148,24 @@ async def test_audit_to_stream() -> None:
     ex = Executor(Registry([counting_tool("t")]), middleware=[audit(stream=out)])
     await ex.execute("t", {})
     assert json.loads(out.getvalue())["tool"] == "t"
+
+
+async def test_timeout_lets_the_callers_own_cancellation_through() -> None:
+    import asyncio
+
+    from toolnexus.middleware import timeout
+
+    started = asyncio.Event()
+
+    async def slow(args: dict[str, Any], ctx: ToolContext) -> Result:
+        started.set()
+        await asyncio.sleep(30)
+        return Result(content="late")
+
+    ex = Executor(Registry([Tool(name="slow", handler=slow)]), middleware=[timeout(10)])
+    with anyio.fail_after(5):
+        task = asyncio.ensure_future(ex.execute("slow", {}))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -78,15 +78,22 @@ def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], owner:
     done = threading.Lock()
     done.acquire()
     box: list[Any] = []
+    failed: list[BaseException] = []
 
-    def finished(task: asyncio.Task[T]) -> None:
-        box.append(task)
-        done.release()
+    async def runner() -> None:
+        # Releasing from inside the task saves the loop iteration a done-callback costs.
+        try:
+            box.append(await coro)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, re-raised there
+            failed.append(exc)
+        finally:
+            done.release()
 
     def start() -> None:
-        loop.create_task(coro).add_done_callback(finished)
+        loop.create_task(runner())
 
     loop.call_soon_threadsafe(start)
     done.acquire()
-    task: asyncio.Task[T] = box[0]
-    return task.result()
+    if failed:
+        raise failed[0]
+    return box[0]

@@ -139,7 +139,11 @@ def to_result(value: Any) -> Result:
         return Result(content=value)
     if value is None:
         return Result()
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool):
+        return Result(content="true" if value else "false", structured=value)
+    if isinstance(value, int):
+        return Result(content=str(value), structured=value)
+    if isinstance(value, float):
         return Result(content=json.dumps(value), structured=value)
     if isinstance(value, ImagePart | AudioPart | ResourcePart):
         return Result(parts=(value,))

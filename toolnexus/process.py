@@ -200,16 +200,32 @@ def _limit(given: _Limit | None, policy: _Limit | None) -> _Limit | None:
 async def _spawn(
     wrapped: WrappedCommand, *, cwd: Path, stdin: bool, merge_stderr: bool
 ) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *wrapped.argv,
-        cwd=cwd,
-        env=wrapped.env,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-        start_new_session=True,
-        limit=_CHUNK,
+    """Start the command in a new session.
+
+    The child runs as soon as it is forked, while asyncio still connects its pipes: a
+    cancellation in that window must not leave the started group behind, so the spawn is
+    shielded and, if cancelled, finished and its group killed before the cancellation goes on.
+    """
+    spawning = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *wrapped.argv,
+            cwd=cwd,
+            env=wrapped.env,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=_CHUNK,
+        )
     )
+    try:
+        return await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        with contextlib.suppress(OSError):  # it failed to start: nothing to kill
+            proc = await spawning
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        raise
 
 
 def _cleanup(wrapped: WrappedCommand) -> None:

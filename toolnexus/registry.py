@@ -7,10 +7,10 @@ duplicate name registers nothing.
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections.abc import Iterable, Iterator
 
+from ._suggest import closest
 from .base import Tool
 from .errors import ToolNotFound, UsageError
 from .schema import check_name
@@ -107,7 +107,7 @@ class Registry:
     def not_found_message(self, name: str) -> str:
         """`unknown tool 'reed'; did you mean 'read'?` plus the available names when few."""
         names = list(self._tools)
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        close = closest(name, names, n=3)
         message = f"unknown tool {name!r}"
         if close:
             message += "; did you mean " + " or ".join(repr(c) for c in close) + "?"

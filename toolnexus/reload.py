@@ -380,7 +380,7 @@ class Watcher:
             feed.thread.join()
 
 
-def start_watching(toolkit: Toolkit, *, debounce_ms: int = 50) -> Watcher:
+def start_watching(toolkit: Toolkit, *, debounce_ms: int = 25) -> Watcher:
     """Watch a toolkit's files and reload it on every change (what `Toolkit.watch()` does).
 
     The watch is in place when this returns. Files: the manifest, its includes, OpenAPI

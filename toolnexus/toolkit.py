@@ -294,7 +294,7 @@ class Toolkit:
         self._current()
         return run_on(self._loop, self.areload(), self._owner)
 
-    def watch(self, *, debounce_ms: int = 50) -> None:
+    def watch(self, *, debounce_ms: int = 25) -> None:
         """Start watching the source files; every change triggers a reload."""
         from .reload import start_watching
 

@@ -35,6 +35,7 @@ the entry's sandbox policy (see `_isolated_handler`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -141,6 +142,13 @@ def _module_file(module: object) -> Path | None:
     file = getattr(module, "__file__", None)
     if not isinstance(file, str):
         return None
+    return _resolved(file)
+
+
+@functools.lru_cache(maxsize=8192)
+def _resolved(file: str) -> Path | None:
+    """`file` resolved once: every rebuild scans all of `sys.modules` (over a thousand modules
+    in a real program), and resolving each path again dominated a reload."""
     try:
         return Path(file).resolve()
     except OSError:
