@@ -28,18 +28,18 @@ from toolnexus import ImagePart, Result, Tool, ToolContext, ToolError
 # builtin/search.py imports confine, display and parse_options from here under these names.
 from ._common import (
     check_guard,
+    confine,
     decode_text,
+    display,
     encode_text,
     fsync_dir,
     in_thread,
     looks_binary,
+    parse_options,
     record_stamp,
     uses_crlf,
     write_temp,
 )
-from ._common import confine as _confine
-from ._common import display as _display
-from ._common import parse_options as _parse_options
 
 __all__ = ["files_tools"]
 
@@ -84,11 +84,11 @@ def _not_found(ctx: ToolContext, path: Path) -> ToolError:
         siblings = []
     close = difflib.get_close_matches(path.name, siblings, n=1)
     if close:
-        hint = f" Did you mean {_display(ctx, path.parent / close[0])!r}?"
+        hint = f" Did you mean {display(ctx, path.parent / close[0])!r}?"
     elif not path.parent.exists():
-        hint = f" Its folder {_display(ctx, path.parent)!r} does not exist either."
+        hint = f" Its folder {display(ctx, path.parent)!r} does not exist either."
     return ToolError(
-        f"{_display(ctx, path)!r} does not exist.{hint} Use glob to find files by name."
+        f"{display(ctx, path)!r} does not exist.{hint} Use glob to find files by name."
     )
 
 
@@ -111,7 +111,7 @@ def _atomic_write(path: Path, data: bytes) -> os.stat_result:
 def _os_error(ctx: ToolContext, path: Path, verb: str, exc: OSError) -> ToolError:
     """An OS failure worded for the model (the errno text, not a traceback)."""
     reason = exc.strerror or str(exc)
-    return ToolError(f"could not {verb} {_display(ctx, path)!r}: {reason}")
+    return ToolError(f"could not {verb} {display(ctx, path)!r}: {reason}")
 
 
 # --- text helpers ---------------------------------------------------------------------------
@@ -201,8 +201,8 @@ def _count_remaining_lines(f: BinaryIO, limit_bytes: int) -> int | None:
 def _read_sync(
     ctx: ToolContext, opts: _FileOptions, path_arg: str, offset: int, limit: int
 ) -> Result:
-    path = _confine(ctx, path_arg, write=False)
-    name = _display(ctx, path)
+    path = confine(ctx, path_arg, write=False)
+    name = display(ctx, path)
     try:
         f = _open_for_reading(path)
     except IsADirectoryError:
@@ -277,7 +277,7 @@ def _read_lines(
     offset: int,
     limit: int,
 ) -> Result:
-    name = _display(ctx, path)
+    name = display(ctx, path)
     out: list[str] = []
     size = 0
     number = offset
@@ -335,7 +335,7 @@ def _read_image(
     head: bytes,
     mime: str,
 ) -> Result:
-    name = _display(ctx, path)
+    name = display(ctx, path)
     if st.st_size > opts.max_image_bytes:
         raise ToolError(
             f"{name!r} is a {mime} image of {st.st_size} bytes, over the {opts.max_image_bytes}"
@@ -354,8 +354,8 @@ def _read_image(
 
 
 def _write_sync(ctx: ToolContext, opts: _FileOptions, path_arg: str, content: str) -> Result:
-    path = _confine(ctx, path_arg, write=True)
-    name = _display(ctx, path)
+    path = confine(ctx, path_arg, write=True)
+    name = display(ctx, path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -528,8 +528,8 @@ def _snippet(text: str, at: int, span: str) -> str:
 
 def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) -> Result:
     edits = _edits_from(args)
-    path = _confine(ctx, args["path"], write=True)
-    name = _display(ctx, path)
+    path = confine(ctx, args["path"], write=True)
+    name = display(ctx, path)
     try:
         with _open_for_reading(path) as f:
             st = os.fstat(f.fileno())
@@ -630,7 +630,7 @@ def files_tools(options: Mapping[str, Any]) -> list[Tool]:
     Raises:
         ConfigError: an unknown option or a value of the wrong kind.
     """
-    opts: _FileOptions = _parse_options(options, _FileOptions, "file")
+    opts: _FileOptions = parse_options(options, _FileOptions, "file")
 
     async def read(args: dict[str, Any], ctx: ToolContext) -> Result:
         offset = args.get("offset", 1)

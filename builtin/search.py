@@ -59,7 +59,7 @@ import anyio.to_thread
 
 from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
 
-from .files import _confine, _display, _parse_options
+from ._common import confine, display, parse_options
 
 __all__ = ["search_tools"]
 
@@ -172,7 +172,7 @@ class _SearchOptions:
 
 def _options(options: Mapping[str, Any]) -> _SearchOptions:
     strings = {k: options[k] for k in ("engine", "rg_path") if k in options}
-    opts: _SearchOptions = _parse_options(
+    opts: _SearchOptions = parse_options(
         {k: v for k, v in options.items() if k not in strings}, _SearchOptions, "search"
     )
     engine = strings.get("engine", "auto")
@@ -881,7 +881,7 @@ class _Search:
         return time.monotonic() + limit
 
     def _root(self, ctx: ToolContext, path: str | None, *, folder: bool) -> Path:
-        root = _confine(ctx, path or ".", write=False)
+        root = confine(ctx, path or ".", write=False)
         if not root.exists():
             raise ToolError(
                 f"{path!r} does not exist; give a folder inside the workspace (or omit path "
@@ -943,7 +943,7 @@ class _Search:
         paths = [prefix + n for n in names]
         paths = [p for p in paths if _allowed(ctx, p)]
         ordered = await anyio.to_thread.run_sync(lambda: _mtime_order(paths))
-        shown = [_display(ctx, Path(p)) for p in ordered[: self.opts.max_results]]
+        shown = [display(ctx, Path(p)) for p in ordered[: self.opts.max_results]]
         page, _ = _page(shown, 0, len(shown), self.opts.max_output_chars)
         lines = page or ["No files found."]
         notes = []
@@ -983,7 +983,7 @@ class _Search:
             with open(root, "rb") as f:
                 if b"\0" in f.read(_SNIFF):
                     raise ToolError(
-                        f"{_display(ctx, root)!r} is a binary file; grep searches text files."
+                        f"{display(ctx, root)!r} is a binary file; grep searches text files."
                     )
         return _Query(
             root=root,
@@ -1063,12 +1063,12 @@ class _Search:
     ) -> tuple[list[str], str]:
         """The result lines, in order, and a summary line; for every engine alike."""
         base = str(root)
-        shown_base = _display(ctx, root)
+        shown_base = display(ctx, root)
 
         def path_of(rel: str) -> str:
             return os.path.join(base, rel) if rel else base
 
-        def display(rel: str) -> str:
+        def shown_rel(rel: str) -> str:
             if not rel:
                 return shown_base
             return rel if shown_base == "." else f"{shown_base}/{rel}"
@@ -1076,11 +1076,11 @@ class _Search:
         if pattern.mode == "files_with_matches":
             by_path = {path_of(r): r for r in found.files}
             paths = [p for p in by_path if _allowed(ctx, p)]
-            entries = [display(by_path[p]) for p in _mtime_order(paths)]
+            entries = [shown_rel(by_path[p]) for p in _mtime_order(paths)]
             return entries, f"Found {len(entries)} files (newest first)"
         if pattern.mode == "count":
             counts = sorted(
-                (path_of(r), display(r), n)
+                (path_of(r), shown_rel(r), n)
                 for r, n in found.counts.items()
                 if _allowed(ctx, path_of(r))
             )
@@ -1093,7 +1093,7 @@ class _Search:
         entries = []
         groups = sorted((path_of(r), r) for r in found.lines if _allowed(ctx, path_of(r)))
         for _, rel in groups:
-            shown = display(rel)
+            shown = shown_rel(rel)
             previous: int | None = None
             for number, is_match, text in found.lines[rel]:
                 # rg's separator: between groups of lines that do not touch, and between files
