@@ -838,11 +838,19 @@ def bench_reload() -> None:
             statistics.median(rebuilds),
             "ms",
             f"runs {spread(rebuilds)} ms with {len(sys.modules):,} modules loaded (a reload "
-            "scans them all); the rest is the watcher's 50–100 ms wait for quiet "
-            "(`debounce_ms` 50)",
+            "scans them all); the rest is the watcher's wait for a quiet moment "
+            f"(`debounce_ms` {_default_debounce()})",
         ),
     ]
     table("Hot reload (watch=True, atomic save adding a tool)", rows)
+
+
+def _default_debounce() -> int:
+    import inspect
+
+    from toolnexus import Toolkit
+
+    return int(inspect.signature(Toolkit.watch).parameters["debounce_ms"].default)
 
 
 SECTIONS: dict[str, Callable[[], None]] = {
