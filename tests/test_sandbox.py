@@ -651,3 +651,28 @@ def test_confine_path_refuses_writes_the_policy_forbids(tree: Path) -> None:
     with pytest.raises(PathRefused, match="only the workspace and the writable folders"):
         confine_path(extra / "f", workspace=tree, roots=[extra], policy=SandboxPolicy(), write=True)
     assert confine_path(extra / "f", workspace=tree, roots=[extra], write=True) == extra / "f"
+
+
+@pytest.mark.anyio
+async def test_a_program_in_a_virtualenv_under_tmp_still_starts(
+    mechanism: str, ws: Path, tmp_path: Path
+) -> None:
+    # A clone (and its .venv) under /tmp must not vanish behind the sandbox's private /tmp.
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "lib").mkdir()
+    (venv / "lib" / "data.txt").write_text("site-packages stand-in\n")
+    program = venv / "bin" / "tool"
+    program.write_text(f"#!/bin/sh\ncat {venv / 'lib' / 'data.txt'}\n")
+    program.chmod(0o755)
+    result = await run_process(
+        [str(program)],
+        cwd=ws,
+        timeout=20,
+        max_output=10_000,
+        sandbox=SandboxPolicy(filesystem="read-only"),
+        workspace=ws,
+    )
+    assert result.mechanism == mechanism
+    assert (result.exit_code, result.stdout) == (0, "site-packages stand-in\n")

@@ -737,6 +737,21 @@ def _launcher(config: Mapping[str, Any]) -> list[str]:
             "--"]  # fmt: skip
 
 
+def _program_roots(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
+    """The folders the program needs to start: its own folder and, for a virtualenv's
+    interpreter, the environment (its `pyvenv.cfg` and site-packages)."""
+    if not argv:
+        return []
+    found = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+    if found is None:
+        return []
+    folder = Path(os.path.abspath(found)).parent
+    roots = [folder]
+    if (folder.parent / "pyvenv.cfg").is_file():
+        roots.append(folder.parent)
+    return [r for r in roots if r.is_relative_to("/tmp")]
+
+
 def _bwrap(
     argv: Sequence[str],
     *,
@@ -761,8 +776,9 @@ def _bwrap(
         for root in writable:
             if root.exists():
                 args += ["--bind", str(root), str(root)]
-        # Readable folders hidden by the private /tmp come back read-only.
-        for root in _dedupe([ws, _real(cwd)]):
+        # Readable folders hidden by the private /tmp come back read-only: the workspace, the
+        # working folder, and the program itself (a virtualenv in a clone under /tmp).
+        for root in _dedupe([ws, _real(cwd), *_program_roots(argv, env)]):
             if root.is_relative_to("/tmp") and not any(_within(root, w) for w in writable):
                 args += ["--ro-bind", str(root), str(root)]
         if policy.filesystem == "read-only":
