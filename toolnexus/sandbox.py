@@ -737,19 +737,13 @@ def _launcher(config: Mapping[str, Any]) -> list[str]:
             "--"]  # fmt: skip
 
 
-def _program_roots(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
-    """The folders the program needs to start: its own folder and, for a virtualenv's
-    interpreter, the environment (its `pyvenv.cfg` and site-packages)."""
-    if not argv:
+def _host_tmp_entries() -> list[str]:
+    """The host's /tmp entries, to bind back read-only over the private /tmp."""
+    try:
+        with os.scandir("/tmp") as entries:
+            return sorted(e.path for e in entries if e.is_dir() or e.is_file())
+    except OSError:
         return []
-    found = shutil.which(argv[0], path=env.get("PATH", os.defpath))
-    if found is None:
-        return []
-    folder = Path(os.path.abspath(found)).parent
-    roots = [folder]
-    if (folder.parent / "pyvenv.cfg").is_file():
-        roots.append(folder.parent)
-    return [r for r in roots if r.is_relative_to("/tmp")]
 
 
 def _bwrap(
@@ -769,18 +763,16 @@ def _bwrap(
     if policy.filesystem == "full":
         args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     else:
-        # A private /tmp: nothing a command leaves there survives it or leaks to the host.
+        # A private /tmp: nothing a command writes there survives it or leaks to the host.
+        # What the host already has in /tmp stays readable (read-only), as everything else
+        # is: a clone, its virtualenv or a workspace under /tmp must not vanish.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         env["TMPDIR"] = "/tmp"
-        writable = policy.writable_roots(ws)
-        for root in writable:
+        for entry in _host_tmp_entries():
+            args += ["--ro-bind", entry, entry]
+        for root in policy.writable_roots(ws):
             if root.exists():
                 args += ["--bind", str(root), str(root)]
-        # Readable folders hidden by the private /tmp come back read-only: the workspace, the
-        # working folder, and the program itself (a virtualenv in a clone under /tmp).
-        for root in _dedupe([ws, _real(cwd), *_program_roots(argv, env)]):
-            if root.is_relative_to("/tmp") and not any(_within(root, w) for w in writable):
-                args += ["--ro-bind", str(root), str(root)]
         if policy.filesystem == "read-only":
             args += ["--remount-ro", "/tmp"]
     for path in policy.protected_paths(ws):

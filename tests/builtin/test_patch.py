@@ -43,12 +43,19 @@ def _cases(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
+KEEP = ".gitkeep"
+"""Git stores no empty folder: in our scenarios a `.gitkeep` file stands for "this folder
+exists (and holds nothing else)"; it is not part of the tree."""
+
+
 def _tree(root: Path) -> dict[str, bytes | None]:
     """Relative path -> bytes for files, None for folders (so empty folders count too)."""
     if not root.is_dir():
         return {}
     tree: dict[str, bytes | None] = {}
     for path in sorted(root.rglob("*")):
+        if path.name == KEEP:
+            continue
         rel = path.relative_to(root).as_posix()
         tree[rel] = None if path.is_dir() else path.read_bytes()
     return tree
