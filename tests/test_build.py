@@ -426,3 +426,25 @@ def _cmdline(proc: Path) -> str:
         return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+def test_builtin_fetch_is_not_cut_off_by_the_process_sandbox_defaults(
+    tmp_path: Path, http_server: Any
+) -> None:
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        defaults:
+          sandbox: {filesystem: workspace-write, network: false}   # meant for processes
+        builtins:
+          fetch: {allow_hosts: [127.0.0.1]}
+          read: {}
+        """,
+    )
+    with create_toolkit(manifest) as tk:
+        fetched = tk.execute("fetch", {"url": f"{http_server.url}/text", "format": "text"})
+        assert not fetched.is_error, fetched.content
+        read = tk.get("read")
+        assert read is not None and read.sandbox is not None  # file tools do use the policy

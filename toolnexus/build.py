@@ -721,7 +721,10 @@ async def _build_servers(
     old: dict[Any, McpServer] = previous.carry.get("mcp", {}) if previous is not None else {}
     for decl in decls:
         try:
-            spec = McpServerSpec.from_mapping(decl.name, decl.spec, base_dir=decl.base_dir)
+            entry = decl.spec
+            if "timeout" not in entry and decl.defaults.timeout is not None:
+                entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
+            spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
             stdio = "command" in decl.spec
             sandbox = _sandbox(
                 decl.defaults.sandbox if stdio else None,
@@ -778,7 +781,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = N
                 locate=lambda f, d=decl: _where(d, f),
                 middleware=decl.scope_middleware,
                 timeout_s=None,
-                sandbox=None,
+                sandbox=server.sandbox,  # shown by listings: the server's process is confined
                 overrides=overrides,
                 base_dir=decl.base_dir,
                 protected=(),
@@ -826,6 +829,8 @@ def _builtin_options(spec: Any) -> dict[str, Mapping[str, Any]]:
 
 
 _COMMON_KEYS = ("approval", "sandbox", "middleware", "timeout")
+_OWN_SANDBOX_ONLY = frozenset({"fetch"})
+"""Builtins whose sandbox is only their own block: `defaults.sandbox` is about processes."""
 
 
 def _builtin_tools(
@@ -847,13 +852,13 @@ def _builtin_tools(
     for t in tools:
         own = options.get(t.name, options.get("*", {}))
         try:
-            sandbox = _sandbox(
-                defaults.sandbox if defaults is not None else None,
-                own.get("sandbox"),
-                base_dir,
-                protected,
+            # defaults.sandbox confines processes and file access; a network tool (fetch)
+            # only follows its own block, or `network: false` meant for shells cuts it off.
+            inherited = (
+                None if t.name in _OWN_SANDBOX_ONLY or defaults is None else defaults.sandbox
             )
-            if sandbox is None:
+            sandbox = _sandbox(inherited, own.get("sandbox"), base_dir, protected)
+            if sandbox is None and t.name not in _OWN_SANDBOX_ONLY:
                 sandbox = SandboxPolicy(protected=tuple(protected))
             t = _attach(
                 t,
