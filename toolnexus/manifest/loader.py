@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
@@ -41,6 +41,9 @@ __all__ = ["SCHEMA_PATH", "issue_at", "load_manifest", "manifest_schema"]
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 """The manifest's JSON Schema, shipped in the package."""
+
+_Decl = TypeVar("_Decl", ToolDecl, ServerDecl)
+"""A named declaration: tool and server names are each unique across the manifest."""
 
 _KINDS: dict[str, ToolKind] = {
     "python": "python",
@@ -534,18 +537,9 @@ class _Loader:
             overrides=overrides,
         )
         if name is not None:
-            first = self.tool_names.get(name)
-            if first is not None:
-                if first.where != decl.where:
-                    self.issue(
-                        ctx,
-                        path,
-                        f"tool {name!r} is defined twice: first at {_origin(first)}, again at "
-                        f"{_origin(decl)}; rename one (or use an include's prefix or exclude)",
-                        "duplicate",
-                    )
+            fix = "rename one (or use an include's prefix or exclude)"
+            if not self.claim(self.tool_names, name, decl, ctx, path, what="tool", fix=fix):
                 return
-            self.tool_names[name] = decl
         self.tools.append(decl)
 
     def server(
@@ -564,19 +558,40 @@ class _Loader:
             defaults=scope.defaults or Defaults(),
             scope_middleware=scope.middleware,
         )
-        first = self.server_names.get(name)
-        if first is not None:
-            if first.where != decl.where:
-                self.issue(
-                    ctx,
-                    path,
-                    f"MCP server {name!r} is defined twice: first at {_origin(first)}, again at "
-                    f"{_origin(decl)}; rename one",
-                    "duplicate",
-                )
-            return
-        self.server_names[name] = decl
-        self.servers.append(decl)
+        if self.claim(
+            self.server_names, name, decl, ctx, path, what="MCP server", fix="rename one"
+        ):
+            self.servers.append(decl)
+
+    def claim(
+        self,
+        names: dict[str, _Decl],
+        name: str,
+        decl: _Decl,
+        ctx: _File,
+        path: NodePath,
+        *,
+        what: str,
+        fix: str,
+    ) -> bool:
+        """Record `decl` as the definition of `name`; False when the name is already taken.
+
+        The same declaration met again (one file included along two paths) is the same
+        definition and is dropped quietly; a second place defining the name is a `duplicate`.
+        """
+        first = names.get(name)
+        if first is None:
+            names[name] = decl
+            return True
+        if first.where != decl.where:
+            self.issue(
+                ctx,
+                path,
+                f"{what} {name!r} is defined twice: first at {_origin(first)}, again at "
+                f"{_origin(decl)}; {fix}",
+                "duplicate",
+            )
+        return False
 
     # -- .mcp.json ---------------------------------------------------------------------------
 
