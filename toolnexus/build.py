@@ -14,15 +14,17 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .approval import (
-    ApprovalPolicy,
-    Decision,
-    PermissionRules,
-    Verdict,
-    combine_verdicts,
-    compile_permissions,
-    compile_rules,
+from ._attach import (
+    AliasAware,
+    Issues,
+    attach,
+    effective_sandbox,
+    inline_middleware,
+    is_hidden,
+    manifest_middleware,
+    manifest_permissions,
 )
+from .approval import compile_rules
 from .base import Tool
 from .errors import (
     ConfigError,
@@ -31,38 +33,20 @@ from .errors import (
     manifest_error,
 )
 from .executor import Executor
-from .middleware import Middleware, from_config, timeout
 from .registry import Registry
 from .sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     import httpx
 
-    from .manifest import Manifest, MiddlewareDecl, ServerDecl, ToolDecl
+    from .manifest import Manifest, ServerDecl, ToolDecl
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
-__all__ = ["build_generation", "check_manifest", "load_toolset"]
+__all__ = ["build_generation", "check_manifest", "load_toolset", "server_tools"]
 
 PROTECTED = (".git/hooks", ".git/config")
 """Paths that stay read-only inside writable sandbox roots (plus the manifest files)."""
-
-
-class _Issues:
-    """Collects located problems so that a manifest reports all of them at once."""
-
-    def __init__(self) -> None:
-        self.items: list[ManifestIssue] = []
-
-    def add(self, decl: Any, error: ConfigError, *, kind: str = "schema") -> None:
-        from .manifest import issue_at
-
-        issue = issue_at(decl, error)
-        self.items.append(dataclasses.replace(issue, kind=kind))
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise manifest_error(self.items)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -109,7 +93,7 @@ async def build_generation(
         ).resolve()
         roots = manifest.roots if manifest is not None else ()
         shared = _Shared(stack=stack)
-        issues = _Issues()
+        issues = Issues()
         tools: list[Tool] = list(options.extra_tools)
         servers: dict[Any, McpServer] = {}
         server_decls: dict[Any, ServerDecl] = {}
@@ -127,7 +111,7 @@ async def build_generation(
         if builtin_options:
             tools += _builtin_tools(builtin_options, manifest, workspace, protected, issues)
 
-        permissions = _permissions(manifest, options.permissions, issues)
+        permissions = manifest_permissions(manifest, options.permissions, issues)
         if manifest is not None and manifest.mcp_servers:
             server_tools = await _build_servers(
                 manifest.mcp_servers,
@@ -147,10 +131,10 @@ async def build_generation(
 
         registry = _registry(tools, manifest)
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
-            permissions = _AliasAware(permissions)
+            permissions = AliasAware(permissions)
         middleware = list(options.middleware)
         if manifest is not None:
-            middleware += _middleware(manifest.middleware, issues)
+            middleware += manifest_middleware(manifest.middleware, issues)
             issues.raise_if_any()
         executor = Executor(
             registry,
@@ -161,7 +145,7 @@ async def build_generation(
             roots=roots,
             state=previous.executor.state if previous is not None else None,
         )
-        hidden = frozenset(t.name for t in registry.tools() if _hidden(permissions, t))
+        hidden = frozenset(t.name for t in registry.tools() if is_hidden(permissions, t))
         gen = Generation(
             number=number,
             registry=registry,
@@ -233,7 +217,7 @@ def _build_tool(
     workspace: Path,
     protected: Sequence[str],
     shared: _Shared,
-    issues: _Issues,
+    issues: Issues,
 ) -> list[Tool]:
     from .sources import BuildContext
 
@@ -244,9 +228,11 @@ def _build_tool(
         # `defaults.sandbox` confines processes: shell tools, and python tools that asked for a
         # child process. HTTP tools only read their own block (a host allow-list).
         if decl.kind == "shell" or (decl.kind == "python" and "sandbox" in spec):
-            sandbox = _sandbox(decl.defaults.sandbox, spec.get("sandbox"), decl.base_dir, protected)
+            sandbox = effective_sandbox(
+                decl.defaults.sandbox, spec.get("sandbox"), decl.base_dir, protected
+            )
         else:
-            sandbox = _sandbox(None, spec.get("sandbox"), decl.base_dir, protected)
+            sandbox = effective_sandbox(None, spec.get("sandbox"), decl.base_dir, protected)
         if sandbox is not None and decl.kind == "shell":
             sandbox.check_process()
         timeout_s = spec.get("timeout", decl.defaults.timeout)
@@ -289,12 +275,15 @@ def _build_tool(
             t, overrides = named
         t = _provenance(t, decl)
         try:
-            t = _attach(
+            t = attach(
                 t,
                 approval=spec.get("approval"),
                 default_approval=decl.defaults.approval,
                 locate=lambda f, d=decl: _where(d, f),
-                middleware=(*decl.scope_middleware, *_decls(spec.get("middleware"), decl)),
+                middleware=(
+                    *decl.scope_middleware,
+                    *inline_middleware(spec.get("middleware"), decl),
+                ),
                 timeout_s=timeout_s if decl.kind in ("python", "openapi") else None,
                 sandbox=ctx.sandbox,
                 overrides=overrides,
@@ -345,358 +334,14 @@ def _provenance(t: Tool, decl: Any, *, keep_origin: bool = False) -> Tool:
     )
 
 
-def _decls(items: Any, decl: Any) -> tuple[Any, ...]:
-    """A tool's own `middleware:` items as `MiddlewareDecl`-like tuples (name/use, options)."""
-    if not items:
-        return ()
-    out = []
-    for index, item in enumerate(items):
-        out.append(_InlineMiddleware(item=item, decl=decl, index=index))
-    return tuple(out)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _InlineMiddleware:
-    """A middleware item written inside a tool entry (the loader keeps it as plain data)."""
-
-    item: Any
-    decl: Any
-    index: int
-
-
 def _where(decl: Any, sub_field: str) -> str:
     return str(decl.locate(sub_field))
-
-
-def _attach(
-    t: Tool,
-    *,
-    approval: Any,
-    default_approval: str | None,
-    locate: Callable[[str], str | None],
-    middleware: Sequence[Any],
-    timeout_s: float | None,
-    sandbox: SandboxPolicy | None,
-    overrides: Sequence[Any],
-    base_dir: Path,
-    protected: Sequence[str],
-    issues: _Issues,
-    check_arguments: bool = True,
-) -> Tool:
-    """The tool with its approval policy, sandbox and middleware from the manifest.
-
-    `check_arguments` makes a rule naming an argument the tool lacks an error; server-wide
-    rules (one `approval:` for every tool of an MCP server) skip the check.
-    """
-    policy: ApprovalPolicy | None = t.approval
-    if isinstance(approval, str) and approval in ("allow", "ask", "deny"):
-        # A bare `approval: ask` is a rule about this tool, not a fallback: a manifest-wide
-        # allow must not lift it (deny, then ask, then allow).
-        fixed = _Fixed(Decision(approval), origin=locate("approval"))
-        policy = fixed if policy is None else _Both(policy, fixed)
-    elif approval is not None:
-        try:
-            compiled = compile_rules(
-                approval,
-                locate=lambda f: locate(f"approval.{f}" if f else "approval"),
-                default=default_approval or "allow",
-                parameters=t.parameters if check_arguments else None,
-            )
-        except ConfigError as exc:
-            field = f"approval.{exc.field}" if exc.field else "approval"
-            raise ConfigError(exc.message, field=field) from exc
-        policy = compiled if policy is None else _Both(policy, compiled)
-    for override in overrides:
-        try:
-            policy, sandbox = _apply_override(
-                t,
-                override,
-                policy=policy,
-                sandbox=sandbox,
-                default_approval=default_approval,
-                base_dir=base_dir,
-                protected=protected,
-            )
-        except ConfigError as exc:
-            issues.add(override, exc)  # located at the override, in the file that wrote it
-    chain: list[Middleware] = []
-    for item in middleware:
-        built = _one_middleware(item)
-        if built is not None:
-            chain.append(built)
-    if timeout_s:
-        chain.append(timeout(float(timeout_s)))
-    return dataclasses.replace(
-        t,
-        approval=policy,
-        sandbox=sandbox if sandbox is not None else t.sandbox,
-        middleware=(*chain, *t.middleware),
-    )
-
-
-def _apply_override(
-    t: Tool,
-    override: Any,
-    *,
-    policy: ApprovalPolicy | None,
-    sandbox: SandboxPolicy | None,
-    default_approval: str | None,
-    base_dir: Path,
-    protected: Sequence[str],
-) -> tuple[ApprovalPolicy | None, SandboxPolicy | None]:
-    """An include's `override` for one tool: stricter approval and sandbox, never looser.
-
-    Raises:
-        ConfigError: the override would loosen a rule (field `approval` or `sandbox`).
-    """
-    if override.approval is not None:
-        _check_tightens(override.approval, t.name)
-        stricter = compile_rules(
-            override.approval,
-            locate=lambda f: str(override.locate(f"approval.{f}" if f else "approval")),
-            default=default_approval or "allow",
-            parameters=t.parameters,
-        )
-        policy = stricter if policy is None else _Both(policy, stricter)
-    if override.sandbox is not None:
-        tighter = SandboxPolicy.from_mapping(
-            override.sandbox,
-            base=sandbox or SandboxPolicy(protected=tuple(protected)),
-            base_dir=base_dir,
-        )
-        looser = tighter.loosens(sandbox) if sandbox is not None else []
-        if looser:
-            raise ConfigError(
-                f"an include override may only tighten the sandbox of {t.name!r}; it would "
-                f"loosen it: {'; '.join(looser)}",
-                field="sandbox",
-            )
-        sandbox = tighter if sandbox is None else sandbox.tighten(tighter)
-    return policy, sandbox
-
-
-def _check_tightens(approval: Any, name: str) -> None:
-    """An include override may add `ask` and `deny`, never `allow` (deny anywhere wins).
-
-    Raises:
-        ConfigError: the override would let something through that the included file did not.
-    """
-    loosening = approval == "allow"
-    if isinstance(approval, Mapping):
-        loosening = approval.get("default") == "allow" or any(
-            isinstance(rule, Mapping) and rule.get("decision") == "allow"
-            for rule in approval.get("rules") or ()
-        )
-    if loosening:
-        raise ConfigError(
-            f"an include override may only tighten the approval of {name!r} (ask or deny); "
-            "'allow' would loosen what the included manifest decided",
-            field="approval",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fixed:
-    """`approval: allow|ask|deny` written for a tool (or an MCP server): always matches."""
-
-    decision: Decision
-    origin: str | None
-
-    def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
-        return Verdict(
-            decision=self.decision, rule=f"approval: {self.decision.value}", origin=self.origin
-        )
-
-    def summary(self) -> str:
-        return self.decision.value
-
-
-class _Both:
-    """Two policies on one tool (e.g. a builtin's own and the manifest's): strongest wins."""
-
-    def __init__(self, first: ApprovalPolicy, second: ApprovalPolicy) -> None:
-        self.first = first
-        self.second = second
-
-    def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
-        return combine_verdicts(
-            [
-                self.first.decide(tool, arguments, workspace),
-                self.second.decide(tool, arguments, workspace),
-            ]
-        )
-
-    def summary(self) -> str:
-        return " + ".join(_summary(p) for p in (self.first, self.second))
-
-
-def _summary(policy: ApprovalPolicy) -> str:
-    summary = getattr(policy, "summary", None)
-    return summary() if callable(summary) else type(policy).__name__
-
-
-def _hidden(policy: ApprovalPolicy | None, t: Tool) -> bool:
-    """True when a bare deny (`deny: [name]`) removes the tool from the listing altogether,
-    under its own name or one it had before an include prefixed it."""
-    if isinstance(policy, _AliasAware):
-        return any(_hidden(policy.policy, alias) for alias in policy.names_of(t))
-    if isinstance(policy, PermissionRules):
-        return policy.hidden(t)
-    if isinstance(policy, _Both):
-        return _hidden(policy.first, t) or _hidden(policy.second, t)
-    return False
-
-
-class _AliasAware:
-    """Toolkit-wide rules seen through every name a tool had along its include chain.
-
-    A company's `deny: [purge_cache]` must still hold when a team includes the tool set with
-    `prefix: x_`: the rules are asked about `x_purge_cache` and about `purge_cache`, and the
-    strongest matching answer wins (deny anywhere wins).
-    """
-
-    def __init__(self, policy: ApprovalPolicy) -> None:
-        self.policy = policy
-        self._renamed: dict[tuple[int, str], tuple[Tool, Tool]] = {}
-
-    def names_of(self, t: Tool) -> list[Tool]:
-        out = [t]
-        for alias in t.meta.get("aliases", ()):
-            key = (id(t), alias)
-            cached = self._renamed.get(key)
-            if cached is None or cached[0] is not t:
-                cached = (t, dataclasses.replace(t, name=alias))
-                self._renamed[key] = cached
-            out.append(cached[1])
-        return out
-
-    def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
-        if not tool.meta.get("aliases"):
-            return self.policy.decide(tool, arguments, workspace)
-        return combine_verdicts(
-            [self.policy.decide(t, arguments, workspace) for t in self.names_of(tool)]
-        )
-
-    def summary(self) -> str:
-        return _summary(self.policy)
-
-
-def _sandbox(
-    defaults: Mapping[str, Any] | None,
-    own: Any,
-    base_dir: Path,
-    protected: Sequence[str],
-) -> SandboxPolicy | None:
-    """The effective sandbox: the entry's block merged over `defaults.sandbox`, if either."""
-    if defaults is None and own is None:
-        return None
-    policy = SandboxPolicy(protected=tuple(protected))
-    if defaults is not None:
-        policy = SandboxPolicy.from_mapping(
-            defaults, base=policy, base_dir=base_dir, field_prefix="defaults.sandbox"
-        )
-    if own is not None:
-        policy = SandboxPolicy.from_mapping(own, base=policy, base_dir=base_dir)
-    return policy
 
 
 # -- middleware ----------------------------------------------------------------------------------
 
 
-def _middleware(decls: Sequence[MiddlewareDecl], issues: _Issues) -> list[Middleware]:
-    chain: list[Middleware] = []
-    for decl in decls:
-        try:
-            built = _one_middleware(decl)
-        except ConfigError as exc:
-            issues.add(decl, exc)
-            continue
-        if built is not None:
-            chain.append(built)
-    return chain
-
-
-def _one_middleware(item: Any) -> Middleware | None:
-    """Build a middleware from a `MiddlewareDecl` or an item written inside a tool entry."""
-    if isinstance(item, _InlineMiddleware):
-        raw = item.item
-        base_dir = item.decl.base_dir
-        field = f"middleware[{item.index}]"
-        if isinstance(raw, str):
-            name, use, options = raw, None, None
-        elif isinstance(raw, Mapping) and "use" in raw:
-            name, use, options = None, raw["use"], raw.get("with")
-        elif isinstance(raw, Mapping) and len(raw) == 1:
-            ((name, options),) = raw.items()
-            use = None
-        else:
-            raise ConfigError(
-                "expected a middleware name, {name: options} or {use: 'module:factory'}",
-                field=field,
-            )
-    else:
-        name, use, options, base_dir, field = item.name, item.use, item.options, item.base_dir, ""
-    try:
-        if use is not None:
-            return _custom_middleware(str(use), options, base_dir)
-        return from_config(str(name), options, base_dir=base_dir)
-    except ConfigError as exc:
-        raise ConfigError(exc.message, field=field or exc.field) from exc
-
-
-def _custom_middleware(ref: str, options: Any, base_dir: Path) -> Middleware:
-    from .sources.python import load_reference
-
-    factory, _ = load_reference(ref, base_dir)
-    if not callable(factory):
-        raise ConfigError(f"{ref} is not callable; it must be a factory returning a middleware")
-    try:
-        if options is None:
-            made = factory()
-        elif isinstance(options, Mapping):
-            made = factory(**options)
-        else:
-            made = factory(options)
-    except TypeError as exc:
-        raise ConfigError(f"middleware factory {ref} rejected its options: {exc}") from exc
-    if not callable(made):
-        raise ConfigError(
-            f"middleware factory {ref} returned {type(made).__name__}, not a middleware callable"
-        )
-    return made
-
-
 # -- permissions -----------------------------------------------------------------------------------
-
-
-def _permissions(
-    manifest: Manifest | None, extra: ApprovalPolicy | None, issues: _Issues
-) -> ApprovalPolicy | None:
-    if manifest is None:
-        return extra
-    lists: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
-    where: dict[str, Any] = {}
-    for decl in manifest.permissions:
-        where[f"{decl.decision}[{len(lists[decl.decision])}]"] = decl
-        lists[decl.decision].append(decl.text)
-    default = manifest.defaults.approval
-    if not any(lists.values()) and default in (None, "allow"):
-        return extra
-    try:
-        policy: ApprovalPolicy = compile_permissions(
-            lists["allow"],
-            lists["ask"],
-            lists["deny"],
-            locate=lambda f: str(where[f].where) if f in where else None,
-            default=default or "allow",
-        )
-    except ConfigError as exc:
-        decl = where.get(exc.field)
-        if decl is None:
-            raise
-        issues.add(decl, ConfigError(exc.message))
-        return extra
-    return policy if extra is None else _Both(extra, policy)
 
 
 # -- MCP servers ---------------------------------------------------------------------------------
@@ -712,7 +357,7 @@ async def _build_servers(
     server_decls: dict[Any, ServerDecl],
     fresh: list[McpServer],
     adopted: set[Any],
-    issues: _Issues,
+    issues: Issues,
     connect: bool,
     toolkit: Toolkit | None,
 ) -> list[Tool]:
@@ -726,7 +371,7 @@ async def _build_servers(
                 entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
             spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
             stdio = "command" in decl.spec
-            sandbox = _sandbox(
+            sandbox = effective_sandbox(
                 decl.defaults.sandbox if stdio else None,
                 decl.spec.get("sandbox"),
                 decl.base_dir,
@@ -764,7 +409,7 @@ async def _build_servers(
     return tools
 
 
-def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = None) -> list[Tool]:
+def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = None) -> list[Tool]:
     """A server's tools with the manifest's approval, middleware and include chain applied."""
     out: list[Tool] = []
     for t in server.tools():
@@ -774,7 +419,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = N
         t, overrides = named
         t = _provenance(t, decl, keep_origin=True)
         try:
-            t = _attach(
+            t = attach(
                 t,
                 approval=decl.spec.get("approval"),
                 default_approval=decl.defaults.approval,
@@ -785,7 +430,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: _Issues | None = N
                 overrides=overrides,
                 base_dir=decl.base_dir,
                 protected=(),
-                issues=issues or _Issues(),
+                issues=issues or Issues(),
                 check_arguments=False,
             )
         except ConfigError as exc:
@@ -838,7 +483,7 @@ def _builtin_tools(
     manifest: Manifest | None,
     workspace: Path,
     protected: Sequence[str],
-    issues: _Issues,
+    issues: Issues,
 ) -> list[Tool]:
     """The builtin tool set, with each tool's manifest options (approval, sandbox...) applied."""
     tool_options = {
@@ -857,15 +502,15 @@ def _builtin_tools(
             inherited = (
                 None if t.name in _OWN_SANDBOX_ONLY or defaults is None else defaults.sandbox
             )
-            sandbox = _sandbox(inherited, own.get("sandbox"), base_dir, protected)
+            sandbox = effective_sandbox(inherited, own.get("sandbox"), base_dir, protected)
             if sandbox is None and t.name not in _OWN_SANDBOX_ONLY:
                 sandbox = SandboxPolicy(protected=tuple(protected))
-            t = _attach(
+            t = attach(
                 t,
                 approval=own.get("approval"),
                 default_approval=defaults.approval if defaults is not None else None,
                 locate=lambda f: None,
-                middleware=_decls(own.get("middleware"), _Anywhere(base_dir)),
+                middleware=inline_middleware(own.get("middleware"), _Anywhere(base_dir)),
                 timeout_s=own.get("timeout"),
                 sandbox=sandbox,
                 overrides=(),
