@@ -1273,11 +1273,15 @@ def test_strict_schema_infers_missing_types_and_follows_json_pointers() -> None:
             "level": {"enum": [1, 2.5]},
             "mixed": {"enum": [None, True, 1, "one"]},
             "shapes": {"enum": [[1], {"a": 1}]},
+            "tuples": {"enum": [(1, 2), "x"]},
+            "none": {"enum": []},
             "same": {"$ref": "#/properties/point/properties/x"},
             "first": {"$ref": "#/properties/choice/anyOf/0"},
             "choice": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
         },
-        "required": ["point", "list", "level", "mixed", "shapes", "same", "first", "choice"],
+        "required": [
+            "point", "list", "level", "mixed", "shapes", "tuples", "none", "same", "first", "choice"
+        ],
     }
     props = strict_schema(schema)["properties"]
     assert props["point"] == {
@@ -1290,6 +1294,9 @@ def test_strict_schema_infers_missing_types_and_follows_json_pointers() -> None:
     assert props["level"] == {"enum": [1, 2.5], "type": "number"}
     assert props["mixed"]["type"] == ["null", "boolean", "integer", "string"]
     assert props["shapes"] == {"enum": [[1], {"a": 1}]}
+    # a tuple is an array to JSON, so it is left untyped like one; an empty enum has no type
+    assert props["tuples"] == {"enum": [(1, 2), "x"]}
+    assert props["none"] == {"enum": []}
     assert props["same"] == {"type": "number"}
     assert props["first"] == {"type": "string"}
 

@@ -238,6 +238,29 @@ def test_scalar_container_and_literal_hints() -> None:
     }
 
 
+class Pair(enum.Enum):
+    LEFT = (0, 1)
+    RIGHT = (1, 0)
+
+
+class Nothing(enum.Enum):
+    """No member to choose."""
+
+
+def test_an_enum_is_typed_only_from_json_scalar_members() -> None:
+    """An Enum of tuples must not come out typed "string"; an empty one has no type to give."""
+
+    def pair(p: Pair) -> None: ...
+
+    def nothing(n: Nothing) -> None: ...
+
+    with pytest.raises(UsageError, match=r"member value \(0, 1\) is not a JSON scalar"):
+        schema_from_function(pair)
+    with pytest.raises(UsageError, match="Nothing has no members") as err:
+        schema_from_function(nothing)
+    assert "parameter 'n'" in str(err.value)
+
+
 def test_optional_union_enum_and_defaults() -> None:
     def f(
         *,

@@ -55,6 +55,7 @@ from ._refs import MISSING, resolve_pointer
 from ._suggest import did_you_mean
 from .base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolCall
 from .errors import StrictSchemaError, UsageError
+from .schema import enum_type
 
 if TYPE_CHECKING:
     import mcp.types
@@ -311,12 +312,9 @@ def _strict(
     elif not types and ("enum" in node or "const" in node):
         # newer models refuse a schema without `type` unless it is a union or a $ref; an enum
         # of objects or arrays stays untyped (typing it would call for properties or items)
-        values = node["enum"] if "enum" in node else [node["const"]]
-        inferred = list(dict.fromkeys(_json_type(v) for v in values))
-        if "integer" in inferred and "number" in inferred:
-            inferred.remove("integer")
-        if set(inferred) <= {*_SCALAR_TYPES, "null"}:
-            node["type"] = inferred[0] if len(inferred) == 1 else inferred
+        inferred = enum_type(node["enum"] if "enum" in node else [node["const"]])
+        if inferred is not None:
+            node["type"] = inferred
     types = _types(node)
     if "object" in types:
         _strict_object(node, root, path, inlining, is_root=is_root)
@@ -420,20 +418,6 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     outer = {key: schema[key] for key in ("title", "description") if key in schema}
     inner = {key: value for key, value in schema.items() if key not in outer}
     return {**outer, "anyOf": [inner, {"type": "null"}]}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "compound"  # an array or object: no type is inferred from it
 
 
 def _types(node: Mapping[str, Any]) -> set[str]:

@@ -712,6 +712,8 @@ class _Deriver:
 
     def _enum(self, cls: type[enum.Enum], where: str) -> tuple[dict[str, Any], Converter]:
         values = [member.value for member in cls]
+        if not values:
+            raise self.fail(where, cls, f"{cls.__name__} has no members, so no argument fits")
         for value in values:
             if not isinstance(value, _JSON_SCALARS):
                 raise self.fail(where, cls, f"member value {value!r} is not a JSON scalar")
@@ -995,22 +997,40 @@ def _class_hints(cls: type, label: str) -> dict[str, Any]:
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    """`const`/`enum` of `values`, with their `type`: the callers have checked that there is at
+    least one and that each is a JSON scalar, so a type always exists."""
     if len(values) == 1:
         schema: dict[str, Any] = {"const": values[0]}
     else:
         schema = {"enum": values}
-    names = []
-    for value in values:
-        name = _json_type_name(value)
-        if name not in names:
-            names.append(name)
-    if "integer" in names and "number" in names:
-        names.remove("integer")
-    schema["type"] = names[0] if len(names) == 1 else names
+    schema["type"] = enum_type(values)
     return schema
 
 
-def _json_type_name(value: Any) -> str:
+def enum_type(values: Iterable[Any]) -> str | list[str] | None:
+    """The JSON Schema `type` for an `enum` (or `const`) of `values`, kinds in first-seen order.
+
+    Newer models refuse an enum without a `type`, so both function schemas and
+    `adapters.strict_schema` give one. An integer beside a float is folded into "number", which
+    holds both. None when no honest type exists: no values, or one that is an array, an object
+    (typing it would call for `items` or `properties`) or no JSON value at all.
+    """
+    kinds: list[str] = []
+    for value in values:
+        kind = _json_type(value)
+        if kind is None or kind in ("array", "object"):
+            return None
+        if kind not in kinds:
+            kinds.append(kind)
+    if "integer" in kinds and "number" in kinds:
+        kinds.remove("integer")
+    if not kinds:
+        return None
+    return kinds[0] if len(kinds) == 1 else kinds
+
+
+def _json_type(value: Any) -> str | None:
+    """The JSON type name of a decoded JSON value; None for a value JSON has no type for."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -1019,7 +1039,13 @@ def _json_type_name(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return "string"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return None
 
 
 _CONSTRAINT_ATTRS: Final = (
@@ -1057,9 +1083,7 @@ def _union_converter(derived: list[tuple[dict[str, Any], Converter | None]]) -> 
     members = [(_json_types(s), c) for s, c in derived]
 
     def convert(value: Any) -> Any:
-        kind = _json_type_name(value) if not isinstance(value, dict | list) else (
-            "object" if isinstance(value, dict) else "array"
-        )
+        kind = _json_type(value)
         for accepted, member in members:
             if accepted is not None and kind not in accepted and not (
                 kind == "integer" and "number" in accepted
