@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._suggest import did_you_mean
+from ..errors import ToolnexusError
 from .model import IncludeDecl, OverrideDecl
 
 __all__ = ["TOOLSET_GROUP", "IncludeProblem", "ResolvedInclude", "apply_include_chain"]
@@ -31,7 +32,7 @@ __all__ = ["TOOLSET_GROUP", "IncludeProblem", "ResolvedInclude", "apply_include_
 TOOLSET_GROUP = "toolnexus.toolsets"
 
 
-class IncludeProblem(Exception):
+class IncludeProblem(ToolnexusError):
     """An include cannot be resolved; the message says what was looked for and how to fix it."""
 
 

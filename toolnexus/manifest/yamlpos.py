@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ToolnexusError
+
 __all__ = ["NodePath", "Positions", "YamlProblem", "YamlSyntaxError", "parse_yaml"]
 
 NodePath = tuple[str | int, ...]
@@ -55,7 +57,7 @@ class YamlProblem:
     path: NodePath
 
 
-class YamlSyntaxError(Exception):
+class YamlSyntaxError(ToolnexusError):
     """The text is not YAML; `line`/`column` are 1-based (None when the parser gave none)."""
 
     def __init__(self, message: str, line: int | None, column: int | None) -> None:
