@@ -41,7 +41,9 @@ import asyncio
 import contextlib
 import difflib
 import functools
+import heapq
 import os
+import queue
 import re
 import shutil
 import signal
@@ -50,7 +52,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -244,6 +246,9 @@ class _Query:
     max_file_size: int
     deadline: float
     max_capture: int
+    sink: Callable[[bytes], None] | None = None
+    """Takes rg's output chunk by chunk as it arrives, instead of it being kept: glob stats
+    the files listed so far while rg is still walking."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -677,7 +682,8 @@ def _rg_target(query: _Query) -> tuple[Path, str]:
 async def _run_rg(argv: list[str], cwd: Path, query: _Query) -> tuple[int, bytes, str, bool]:
     """Run rg with bounded time and memory: (exit code, stdout, stderr, cut short).
 
-    rg's output is read as it comes and the process group is killed once it passes the capture
+    stdout is empty when the query has a sink, which took the output instead. rg's output is
+    read as it comes and the process group is killed once it passes the capture
     limit or the deadline, so a search matching gigabytes costs only the limit.
     """
     proc = await asyncio.create_subprocess_exec(
@@ -696,9 +702,14 @@ async def _run_rg(argv: list[str], cwd: Path, query: _Query) -> tuple[int, bytes
     async def read_out() -> None:
         nonlocal cut
         assert proc.stdout is not None
+        size = 0
         while chunk := await proc.stdout.read(_READ_CHUNK):
-            out.extend(chunk)
-            if len(out) > query.max_capture:
+            size += len(chunk)
+            if query.sink is None:
+                out.extend(chunk)
+            else:
+                query.sink(chunk)
+            if size > query.max_capture:
                 cut = True
                 _killpg(proc.pid)
                 return
@@ -749,15 +760,14 @@ def _strip_dot(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-async def _rg_files(rg: str, query: _Query) -> tuple[list[str], bool]:
+async def _rg_files(rg: str, query: _Query) -> bool:
+    """List the files under the query's root into its sink (NUL-terminated names, relative to
+    the root, starting with `./`); True when the listing was cut short."""
     cwd, target = _rg_target(query)
     argv = [rg, *_RG_BASE, "--files", *_rg_filters(query), "--", target]
-    code, out, err, cut = await _run_rg(argv, cwd, query)
+    code, _, err, cut = await _run_rg(argv, cwd, query)
     _rg_error(code, err, "listing files")
-    names = out.decode("utf-8", "surrogateescape").split("\0")
-    if cut:
-        names.pop()  # the last name may be cut in half
-    return [_strip_dot(n) for n in names if n], cut
+    return cut
 
 
 _RG_LINE = re.compile(rb"(\d+)([:-])(.*)", re.DOTALL)
@@ -813,6 +823,56 @@ async def _rg_search(rg: str, query: _Query, pattern: _Pattern) -> _Found:
 
 
 # --- shared post-processing -------------------------------------------------------------------
+
+
+class _Stamps:
+    """The files glob lists, each with its modification time, stat'ed as the names come in.
+
+    rg prints names while it walks; a worker thread stats them meanwhile (the GIL is released
+    during the system call), so that most of the statting overlaps rg's walk instead of
+    following it. Names are stat'ed relative to the root's descriptor, which spares the kernel
+    looking up the root's own folders for every file.
+    """
+
+    def __init__(self, folder: str, keep: Callable[[str], bool]) -> None:
+        self._dir = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        self._keep = keep
+        self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._rest = b""
+        self.stamped: list[tuple[int, str]] = []
+        """(minus the mtime in ns, name relative to the root): sorted, newest first."""
+
+    def feed(self, chunk: bytes) -> None:
+        """Queue a chunk of rg's `--null` output for `drain` (called on the event loop)."""
+        self._chunks.put(chunk)
+
+    def end(self) -> None:
+        self._chunks.put(None)
+
+    def drain(self) -> None:
+        """Stat the names of the queued chunks until `end` (run on a worker thread). A name cut
+        in half by a chunk's end waits for the rest; one never finished (rg was stopped) is
+        dropped."""
+        while (chunk := self._chunks.get()) is not None:
+            head, sep, self._rest = (self._rest + chunk).rpartition(b"\0")
+            if sep:
+                names = head.decode("utf-8", "surrogateescape").split("\0")
+                self.add([_strip_dot(n) for n in names])
+
+    def add(self, names: Sequence[str]) -> None:
+        """Stat the names `keep` accepts; files that vanished meanwhile are dropped."""
+        stat_, fd, keep, stamped = os.stat, self._dir, self._keep, self.stamped
+        for name in names:
+            if not keep(name):
+                continue
+            try:
+                st = stat_(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            stamped.append((-st.st_mtime_ns, name))
+
+    def close(self) -> None:
+        os.close(self._dir)
 
 
 def _mtime_order(paths: Sequence[str]) -> list[str]:
@@ -927,29 +987,42 @@ class _Search:
             deadline=self._deadline(ctx),
             max_capture=self.opts.max_capture_bytes,
         )
+        base_dir = str(root)
+        matcher = None if types else _spec(_expand_braces(rest))
+
+        def keep(name: str) -> bool:
+            if matcher is not None and not _match(matcher, name):
+                return False
+            return _allowed(ctx, os.path.join(base_dir, name))
+
+        stamps = _Stamps(base_dir, keep)
         try:
             if self.rg:
-                names, cut = await _rg_files(self.rg, query)
+                drained = asyncio.get_running_loop().run_in_executor(None, stamps.drain)
+                try:
+                    cut = await _rg_files(self.rg, replace(query, sink=stamps.feed))
+                finally:
+                    stamps.end()
+                    await drained
             else:
-                names = await anyio.to_thread.run_sync(lambda: _python_files(query))
+                await anyio.to_thread.run_sync(lambda: stamps.add(_python_files(query)))
                 cut = False
         except _Timeout:
             raise self._timeout_error("the file listing") from None
-        base_dir = str(root)
-        if not types:
-            matcher = _spec(_expand_braces(rest))
-            names = [n for n in names if _match(matcher, n)]
-        prefix = base_dir.rstrip("/") + "/"
-        paths = [prefix + n for n in names]
-        paths = [p for p in paths if _allowed(ctx, p)]
-        ordered = await anyio.to_thread.run_sync(lambda: _mtime_order(paths))
-        shown = [display(ctx, Path(p)) for p in ordered[: self.opts.max_results]]
+        finally:
+            stamps.close()
+        total = len(stamps.stamped)
+        # Only the newest are shown: picking them costs less than sorting every file. The names
+        # are unique, so ties in mtime fall to the name in both engines, as a full sort would.
+        newest = heapq.nsmallest(self.opts.max_results, stamps.stamped)
+        shown_base = display(ctx, root)
+        shown = [n if shown_base == "." else os.path.join(shown_base, n) for _, n in newest]
         page, _ = _page(shown, 0, len(shown), self.opts.max_output_chars)
         lines = page or ["No files found."]
         notes = []
-        if len(page) < len(ordered):
+        if len(page) < total:
             notes.append(
-                f"[Showing the {len(page)} most recently modified of {len(ordered)} files. "
+                f"[Showing the {len(page)} most recently modified of {total} files. "
                 "Narrow the pattern or the path to see the others.]"
             )
         if cut:
@@ -960,8 +1033,8 @@ class _Search:
             content="\n".join(lines + notes),
             metadata={
                 "engine": self.engine,
-                "total": len(ordered),
-                "truncated": len(page) < len(ordered) or cut,
+                "total": total,
+                "truncated": len(page) < total or cut,
             },
         )
 
