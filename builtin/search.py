@@ -831,16 +831,18 @@ class _Stamps:
     rg prints names while it walks; a worker thread stats them meanwhile (the GIL is released
     during the system call), so that most of the statting overlaps rg's walk instead of
     following it. Names are stat'ed relative to the root's descriptor, which spares the kernel
-    looking up the root's own folders for every file.
+    looking up the root's own folders for every file. `keep` filters the names first (None
+    keeps them all).
     """
 
-    def __init__(self, folder: str, keep: Callable[[str], bool]) -> None:
+    def __init__(self, folder: str, keep: Callable[[str], bool] | None) -> None:
         self._dir = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         self._keep = keep
         self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._rest = b""
         self.stamped: list[tuple[int, str]] = []
-        """(minus the mtime in ns, name relative to the root): sorted, newest first."""
+        """(minus the mtime in ns, name relative to the root), in no order: the smallest are
+        the newest."""
 
     def feed(self, chunk: bytes) -> None:
         """Queue a chunk of rg's `--null` output for `drain` (called on the event loop)."""
@@ -856,14 +858,16 @@ class _Stamps:
         while (chunk := self._chunks.get()) is not None:
             head, sep, self._rest = (self._rest + chunk).rpartition(b"\0")
             if sep:
-                names = head.decode("utf-8", "surrogateescape").split("\0")
-                self.add([_strip_dot(n) for n in names])
+                # rg lists a folder given as `.` with every name starting with `./`: split on
+                # NUL and that prefix at once rather than stripping name by name.
+                text = head.decode("utf-8", "surrogateescape").removeprefix("./")
+                self.add(text.split("\0./"))
 
     def add(self, names: Sequence[str]) -> None:
         """Stat the names `keep` accepts; files that vanished meanwhile are dropped."""
         stat_, fd, keep, stamped = os.stat, self._dir, self._keep, self.stamped
         for name in names:
-            if not keep(name):
+            if keep is not None and not keep(name):
                 continue
             try:
                 st = stat_(name, dir_fd=fd, follow_symlinks=False)
@@ -995,7 +999,9 @@ class _Search:
                 return False
             return _allowed(ctx, os.path.join(base_dir, name))
 
-        stamps = _Stamps(base_dir, keep)
+        # Most calls list by file type under a policy that denies nothing: every name is kept.
+        denies = ctx.sandbox is not None and bool(ctx.sandbox.deny_read)
+        stamps = _Stamps(base_dir, keep if matcher is not None or denies else None)
         try:
             if self.rg:
                 drained = asyncio.get_running_loop().run_in_executor(None, stamps.drain)
