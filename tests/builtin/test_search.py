@@ -4,6 +4,8 @@ fallback must give identical results, and both follow ripgrep's rules."""
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,39 @@ async def test_glob_caps_results_and_says_so(tree: Path) -> None:
         assert lines[:2] == ["a.py", ".hidden/h.py"]
         assert "Showing the 2 most recently modified of 3 files" in lines[2]
         assert "Narrow the pattern" in lines[2]
+
+
+async def test_glob_orders_and_counts_a_listing_read_in_pieces(tmp_path: Path) -> None:
+    # rg flushes whole names; behind a pipe that passes 997 bytes at a time, the names arrive
+    # cut across reads, as they can when the pipe fills. A third of the files share one mtime,
+    # so the order among them is the tie-break (by path), the same in every engine.
+    rg = shutil.which("rg", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    assert rg is not None
+    chopped = write(
+        tmp_path,
+        "chopped-rg",
+        f'#!/bin/bash\nset -o pipefail\n"{rg}" "$@" | dd bs=997 iflag=fullblock status=none\n',
+    )
+    chopped.chmod(0o755)
+    ws = tmp_path / "ws"
+    stem = "n" * 120
+    for i in range(2400):
+        write(ws, f"d{i % 7}/{stem}{i:04d}.py", "", mtime=1_000_000 if i % 3 else 2_000_000 + i)
+    write(ws, "d0/ignored.py", "")
+    write(ws, ".gitignore", "ignored.py\n")
+    outs = []
+    for options in ({"engine": "python"}, {"engine": "rg"}, {"rg_path": str(chopped)}):
+        tool = kit(**options, max_results=900, max_output_chars=200_000)["glob"]
+        result = await tool.run({"pattern": "**/*.py"}, ctx_for(ws, tool))
+        assert result.metadata["total"] == 2400
+        assert result.metadata["truncated"]
+        outs.append(result.content)
+    assert outs[0] == outs[1] == outs[2]
+    lines = outs[0].splitlines()
+    newest = [f"d{i % 7}/{stem}{i:04d}.py" for i in reversed(range(0, 2400, 3))]
+    ties = sorted(f"d{i % 7}/{stem}{i:04d}.py" for i in range(2400) if i % 3)
+    assert lines[:900] == [*newest, *ties[:100]]
+    assert "Showing the 900 most recently modified of 2400 files" in lines[900]
 
 
 async def test_glob_refuses_paths_outside_the_workspace(tree: Path) -> None:
