@@ -342,6 +342,17 @@ async def test_grep_hides_files_the_sandbox_denies(tree: Path) -> None:
         assert "notes.md" not in result.content
 
 
+async def test_glob_hides_files_the_sandbox_denies(tree: Path) -> None:
+    policy = SandboxPolicy(deny_read=(f"{tree}/sub/**",))
+    for engine in ENGINES:
+        glob = kit(engine=engine)["glob"]
+        for pattern in ("**/*.py", "**/*.{md,txt}"):
+            result = await glob.run({"pattern": pattern}, ctx_for(tree, glob, policy))
+            assert "sub/" not in result.content
+            assert result.metadata["total"] == len(result.content.splitlines())
+    assert (await run(tree, kit()["glob"], pattern="**/*.py")).count("sub/") == 1
+
+
 async def test_grep_stops_at_its_deadline(tmp_path: Path) -> None:
     for i in range(200):
         write(tmp_path, f"f{i}.txt", "a" * 30 + "\n")
