@@ -737,13 +737,30 @@ def _launcher(config: Mapping[str, Any]) -> list[str]:
             "--"]  # fmt: skip
 
 
-def _host_tmp_entries() -> list[str]:
-    """The host's /tmp entries, to bind back read-only over the private /tmp."""
-    try:
-        with os.scandir("/tmp") as entries:
-            return sorted(e.path for e in entries if e.is_dir() or e.is_file())
-    except OSError:
-        return []
+def _program_paths(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
+    """Where the program and the Python it may be start from: the program's file, this
+    interpreter's prefixes and import path, and toolnexus itself (isolated python tools)."""
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[1]]
+    paths += [Path(p) for p in sys.path if p]
+    if argv:
+        found = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+        if found is not None:
+            paths.append(Path(os.path.abspath(found)))
+    return paths
+
+
+def _host_tmp_entries(needed: Iterable[Path]) -> list[str]:
+    """The top-level entries of the host's /tmp that hold a needed path (a handful, however
+    busy /tmp is: each bind costs bwrap time)."""
+    tmp = Path("/tmp")
+    out: set[str] = set()
+    for path in needed:
+        absolute = Path(os.path.abspath(path))
+        if absolute.is_relative_to(tmp) and absolute != tmp:
+            entry = tmp / absolute.relative_to(tmp).parts[0]
+            if entry.exists():
+                out.add(str(entry))
+    return sorted(out)
 
 
 def _bwrap(
@@ -764,11 +781,11 @@ def _bwrap(
         args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     else:
         # A private /tmp: nothing a command writes there survives it or leaks to the host.
-        # What the host already has in /tmp stays readable (read-only), as everything else
-        # is: a clone, its virtualenv or a workspace under /tmp must not vanish.
+        # What the command needs from the host's /tmp comes back read-only: a workspace, a
+        # clone and its virtualenv, this interpreter and toolnexus itself may live there.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         env["TMPDIR"] = "/tmp"
-        for entry in _host_tmp_entries():
+        for entry in _host_tmp_entries([ws, _real(cwd), *_program_paths(argv, env)]):
             args += ["--ro-bind", entry, entry]
         for root in policy.writable_roots(ws):
             if root.exists():
