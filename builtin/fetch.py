@@ -39,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urljoin
 
 from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
@@ -206,7 +206,10 @@ def _transport(pinned_host: str, ip: IPAddress) -> httpx.AsyncBaseTransport:
 
     class PinnedBackend(httpcore.AsyncNetworkBackend):
         def __init__(self) -> None:
-            self.inner = httpcore.AnyIOBackend()
+            # httpcore declares a placeholder `AnyIOBackend` (no methods) for when anyio is
+            # missing, and the checker sees that one; anyio comes with httpx, so this is the
+            # real backend.
+            self.inner = cast(httpcore.AsyncNetworkBackend, httpcore.AnyIOBackend())
 
         async def connect_tcp(
             self,
@@ -272,7 +275,7 @@ def _transport(pinned_host: str, ip: IPAddress) -> httpx.AsyncBaseTransport:
                     target=request.url.raw_path,
                 ),
                 headers=request.headers.raw,
-                content=request.stream,  # type: ignore[arg-type]
+                content=request.stream,
                 extensions=request.extensions,
             )
             try:

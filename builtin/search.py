@@ -557,14 +557,18 @@ def _search_whole(
     return shown, count, stopped
 
 
+_NEWLINE = ord("\n")
+"""The code point a `LITERAL` node of the parse tree holds for a newline."""
+
+
 _NEWLINE_CATEGORIES = frozenset({"CATEGORY_SPACE", "CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD"})
 
 
 def _set_has_newline(items: Any) -> bool:
     negate = bool(items) and str(items[0][0]) == "NEGATE"
     hit = any(
-        (str(op) == "LITERAL" and arg == 10)
-        or (str(op) == "RANGE" and arg[0] <= 10 <= arg[1])
+        (str(op) == "LITERAL" and arg == _NEWLINE)
+        or (str(op) == "RANGE" and arg[0] <= _NEWLINE <= arg[1])
         or (str(op) == "CATEGORY" and str(arg).replace("_UNI_", "_") in _NEWLINE_CATEGORIES)
         for op, arg in items
     )
@@ -574,9 +578,9 @@ def _set_has_newline(items: Any) -> bool:
 def _tree_has_newline(tree: Any) -> bool:
     for op, arg in tree:
         name = str(op)
-        if name == "ANY" or (name == "LITERAL" and arg == 10):
+        if name == "ANY" or (name == "LITERAL" and arg == _NEWLINE):
             return True
-        if name == "NOT_LITERAL" and arg != 10:
+        if name == "NOT_LITERAL" and arg != _NEWLINE:
             return True
         if name == "IN" and _set_has_newline(arg):
             return True
@@ -599,6 +603,8 @@ def _tree_has_newline(tree: Any) -> bool:
 def _can_match_newline(regex: re.Pattern[str]) -> bool:
     """Whether any atom of `regex` (compiled with DOTALL) could match a newline, read from
     its parse tree (the stdlib's parser: there is no public API for it)."""
+    # typeshed ships `re` as a single-file stub without its private `_parser` submodule; the
+    # public alias `sre_parse` warns (deprecated since 3.11).
     from re import _parser  # type: ignore[attr-defined]
 
     return _tree_has_newline(_parser.parse(regex.pattern, regex.flags))
