@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, cast
 
 from .approval import (
     ApprovalPolicy,
@@ -37,6 +37,7 @@ __all__ = [
     "is_hidden",
     "manifest_middleware",
     "manifest_permissions",
+    "policy_summary",
 ]
 
 
@@ -235,12 +236,23 @@ class Both:
         )
 
     def summary(self) -> str:
-        return " + ".join(_summary(p) for p in (self.first, self.second))
+        return " + ".join(policy_summary(p) for p in (self.first, self.second))
 
 
-def _summary(policy: ApprovalPolicy) -> str:
-    summary = getattr(policy, "summary", None)
-    return summary() if callable(summary) else type(policy).__name__
+class _Summarised(Protocol):
+    """A policy that describes itself for listings: optional, `ApprovalPolicy` needs only
+    `decide`, so user policies may leave it out."""
+
+    def summary(self) -> str: ...
+
+
+def _has_summary(policy: object) -> TypeGuard[_Summarised]:
+    return callable(getattr(policy, "summary", None))
+
+
+def policy_summary(policy: object) -> str:
+    """`ask, 2 rules`: the policy's own `summary()`, or its class name when it has none."""
+    return policy.summary() if _has_summary(policy) else type(policy).__name__
 
 
 def is_hidden(policy: ApprovalPolicy | None, t: Tool) -> bool:
@@ -286,7 +298,7 @@ class AliasAware:
         )
 
     def summary(self) -> str:
-        return _summary(self.policy)
+        return policy_summary(self.policy)
 
 
 def effective_sandbox(
@@ -368,7 +380,9 @@ def _custom_middleware(ref: str, options: Any, base_dir: Path) -> Middleware:
         raise ConfigError(
             f"middleware factory {ref} returned {type(made).__name__}, not a middleware callable"
         )
-    return made
+    # Only callability can be checked here; the signature is the user's promise, as for any
+    # middleware passed in code.
+    return cast(Middleware, made)
 
 
 def manifest_permissions(

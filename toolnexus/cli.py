@@ -184,11 +184,12 @@ def _flags(tool: Any) -> str:
 
 
 def _describe_approval(tool: Any) -> str:
+    from ._attach import policy_summary
+
     policy = tool.approval
     if policy is None:
         return "default"
-    describe = getattr(policy, "summary", None)
-    return describe() if callable(describe) else type(policy).__name__
+    return policy_summary(policy)
 
 
 def _describe_sandbox(tool: Any) -> str:
