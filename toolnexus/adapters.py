@@ -493,10 +493,10 @@ def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return _gemini(schema, schema, frozenset())
 
 
-def _gemini(node: Any, root: Mapping[str, Any], expanding: frozenset[str]) -> dict[str, Any]:
-    if not isinstance(node, Mapping):
+def _gemini(schema: Any, root: Mapping[str, Any], expanding: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(schema, Mapping):
         return {}  # `true`/`false` schemas: Gemini has no equivalent, leave the value open
-    node = dict(node)
+    node: dict[str, Any] = dict(schema)
     ref = node.pop("$ref", None)
     if ref is not None:
         target = _gemini_resolve(root, ref)
@@ -514,7 +514,7 @@ def _gemini(node: Any, root: Mapping[str, Any], expanding: frozenset[str]) -> di
     out: dict[str, Any] = {}
     notes: list[str] = []
     declared = node.get("type")
-    types = [declared] if isinstance(declared, str) else list(declared or ())
+    types: list[str] = [declared] if isinstance(declared, str) else list(declared or ())
     if "null" in types:
         types.remove("null")
         out["nullable"] = True

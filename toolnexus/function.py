@@ -21,7 +21,7 @@ import asyncio
 import copy
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
@@ -122,7 +122,8 @@ def tool_factory(fn: F) -> F:
     the callable itself into one tool. A return annotation of `Tool`, `list[Tool]` (or another
     sequence of Tools) marks a factory too.
     """
-    fn.toolnexus_factory = True  # type: ignore[attr-defined]
+    # Functions take attributes at runtime; `Callable` has no way to say so.
+    cast(Any, fn).toolnexus_factory = True
     return fn
 
 
@@ -133,7 +134,7 @@ def is_tool_factory(obj: object) -> bool:
     if getattr(obj, "toolnexus_factory", False) is True:
         return True
     try:
-        hints = inspect.get_annotations(obj, eval_str=True)  # type: ignore[arg-type]
+        hints = inspect.get_annotations(obj, eval_str=True)
     except (NameError, TypeError, AttributeError, SyntaxError):
         return False
     return _returns_tools(hints.get("return"))
@@ -248,7 +249,7 @@ def _handler(fn: Callable[..., Any], fs: FunctionSchema) -> ToolHandler:
                 return to_result(await fn(**arguments))
 
             return run_async
-        if plain:
+        if plain and ctx_name is not None:
 
             async def run_async_ctx(arguments: dict[str, Any], ctx: ToolContext) -> Result:
                 return to_result(await fn(**arguments, **{ctx_name: ctx}))

@@ -36,7 +36,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ._refs import MISSING, resolve_pointer
 from ._suggest import did_you_mean
@@ -198,8 +198,9 @@ def _google_section(lines: list[str], start: int, params: dict[str, str]) -> int
         if ind <= entry_indent:
             m = _GOOGLE_ENTRY.match(line.strip())
             if m:
-                current = m.group(1)
-                params[current] = m.group(3).strip()
+                name: str = m[1]  # the name group always takes part in a match
+                params[name] = m[3].strip()
+                current = name
             else:
                 current = None
         elif current is not None:
@@ -317,8 +318,11 @@ def _pydantic_problems(name: str, exc: Exception) -> list[tuple[str, str]]:
     errors = getattr(exc, "errors", None)
     if not callable(errors) or type(exc).__module__.split(".")[0] != "pydantic_core":
         return []
+    # pydantic_core.ValidationError.errors() gives ErrorDetails dicts; pydantic is optional,
+    # so its type is named here rather than imported.
+    details = cast("Callable[[], list[Mapping[str, Any]]]", errors)()
     problems = []
-    for error in errors():
+    for error in details:
         path = _join_path("$", name)
         for part in error.get("loc", ()):
             path = _join_path(path, part)
