@@ -61,7 +61,7 @@ DEFAULT_ENV_ALLOW: tuple[str, ...] = (
 """Variables a sandboxed process inherits unless the policy says otherwise: enough for tools to
 find programs and speak the user's locale, nothing that usually carries a secret."""
 
-_FS_RANK: dict[str, int] = {"read-only": 0, "workspace-write": 1, "full": 2}
+_FS_RANK: dict[FilesystemMode, int] = {"read-only": 0, "workspace-write": 1, "full": 2}
 _KEYS = (
     "filesystem", "writable", "deny_read", "network", "env", "timeout", "max_output",
     "max_memory", "max_processes", "max_file_size", "required",

@@ -141,8 +141,7 @@ def _package(ref: str) -> ResolvedInclude:
         text = resource.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise IncludeProblem(f"cannot read {ref!r}: {exc}") from exc
-    on_disk = isinstance(resource, Path)
-    real = Path(os.path.abspath(resource)) if on_disk else None  # type: ignore[arg-type]
+    real = Path(os.path.abspath(resource)) if isinstance(resource, Path) else None
     return ResolvedInclude(
         label=ref,
         key=os.path.realpath(real) if real else ref,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
@@ -54,7 +54,7 @@ _KINDS: dict[str, ToolKind] = {
 # Subtrees holding the user's own data (argument schemas, matchers, headers...): keys named
 # `timeout` there are not durations.
 _OPAQUE = frozenset({"parameters", "when", "env", "headers", "query", "body", "with", "set"})
-_STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
+_STRENGTH: dict[Literal["allow", "ask", "deny"], int] = {"allow": 0, "ask": 1, "deny": 2}
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _CONTAINERS = frozenset({dict, list})
 _UNITS: dict[str, str | None] = {}
@@ -396,7 +396,7 @@ class _Loader:
                             where=ctx.loc(path),
                             path=path,
                             positions=ctx.positions,
-                        )  # type: ignore[arg-type]
+                        )
                     )
         for i, item in enumerate(data.get("include", ()) if ok(("include",)) else ()):
             if ok(("include", i)):
@@ -444,7 +444,7 @@ class _Loader:
 
     def include(self, item: Any, path: NodePath, ctx: _File, scope: _Scope) -> None:
         options: Mapping[str, Any] = item if isinstance(item, Mapping) else {}
-        ref: str = options["path"] if options else item
+        ref: str = options["path"] if isinstance(item, Mapping) else item
         where = ctx.loc(path)
         shown_dir = Path(ctx.display).parent if ctx.display and ctx.positions else None
         try:
@@ -511,7 +511,7 @@ class _Loader:
         )
 
     def tool(self, entry: dict[str, Any], path: NodePath, ctx: _File, scope: _Scope) -> None:
-        kind = next(kind for key, kind in _KINDS.items() if key in entry)
+        kind: ToolKind = next(kind for key, kind in _KINDS.items() if key in entry)
         name: str | None = entry.get("name")
         spec = entry
         overrides: tuple[OverrideDecl, ...] = ()
