@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -551,7 +551,7 @@ def http_app(
     endpoint = _Endpoint()
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> Any:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from .toolkit import Toolkit, acreate_toolkit
 
         async with AsyncExitStack() as stack:

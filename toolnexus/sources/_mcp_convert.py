@@ -123,23 +123,17 @@ def to_result(result: mcp_types.CallToolResult, *, server: str, tool: str) -> Re
     parts: list[Part] = []
     try:
         for block in result.content:
-            kind = block.type
-            if kind == "text":
-                texts.append(block.text)  # type: ignore[union-attr]
-            elif kind == "image":
-                parts.append(
-                    ImagePart(data=_b64(block.data), mime_type=block.mime_type)  # type: ignore[union-attr]
-                )
-            elif kind == "audio":
-                parts.append(
-                    AudioPart(data=_b64(block.data), mime_type=block.mime_type)  # type: ignore[union-attr]
-                )
-            elif kind == "resource_link":
-                parts.append(
-                    ResourcePart(uri=str(block.uri), mime_type=block.mime_type)  # type: ignore[union-attr]
-                )
-            elif kind == "resource":
-                parts.append(_embedded(block.resource))  # type: ignore[union-attr]
+            # compared on `block.type` itself, which narrows the ContentBlock union
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "image":
+                parts.append(ImagePart(data=_b64(block.data), mime_type=block.mime_type))
+            elif block.type == "audio":
+                parts.append(AudioPart(data=_b64(block.data), mime_type=block.mime_type))
+            elif block.type == "resource_link":
+                parts.append(ResourcePart(uri=str(block.uri), mime_type=block.mime_type))
+            elif block.type == "resource":
+                parts.append(_embedded(block.resource))
     except (binascii.Error, ValueError) as exc:
         raise ToolError(
             f"the MCP server '{server}' returned undecodable base64 data from '{tool}': {exc}"
@@ -161,13 +155,14 @@ def _b64(data: str) -> bytes:
 
 
 def _embedded(resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> Part:
-    text = getattr(resource, "text", None)
-    if text is not None:
-        return ResourcePart(uri=str(resource.uri), mime_type=resource.mime_type, text=text)
+    import mcp_types  # loaded already: `resource` is one of its models
+
+    if isinstance(resource, mcp_types.TextResourceContents):
+        return ResourcePart(uri=str(resource.uri), mime_type=resource.mime_type, text=resource.text)
     return ResourcePart(
         uri=str(resource.uri),
         mime_type=resource.mime_type,
-        data=_b64(resource.blob),  # type: ignore[union-attr]
+        data=_b64(resource.blob),
     )
 
 

@@ -260,9 +260,9 @@ class Endpoint:
             raise ToolError(f"the arguments make an invalid URL: {exc}") from exc
         if url.scheme not in ("http", "https"):
             raise ToolError(f"the URL must use http or https, not {url.scheme or 'nothing'!r}")
-        params = [
+        params = tuple(
             (key, value) for key, template in self.query for value in template.render_each(args)
-        ]
+        )
         if params:
             url = url.copy_merge_params(params)
         return url

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import anyio
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import mcp_types
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp import Client
+    from mcp.client.session import MessageHandlerFnT
 
     from ..sandbox import SandboxPolicy
 
@@ -437,7 +438,7 @@ class _Connection:
         self.crashed = False
         self.cleanup: tuple[Path, ...] = ()
         """Folders the sandbox made for this server's process, removed once it has ended."""
-        self.stderr: IO[str] | None = None
+        self.stderr: TextIO | None = None
         self.final_stderr = ""
         """The tail of stderr, kept when the file is closed (for messages after the end)."""
         send, receive = anyio.create_memory_object_stream[None](1)
@@ -766,7 +767,7 @@ class McpServer:
 
     # -- tool list changes --------------------------------------------------------------------
 
-    def _message_handler(self, conn: _Connection) -> Callable[[Any], Awaitable[None]]:
+    def _message_handler(self, conn: _Connection) -> MessageHandlerFnT:
         """Legacy (handshake-era) sessions announce tool list changes as plain notifications."""
         import mcp_types as types
 

@@ -178,7 +178,7 @@ class _SourceLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname: str) -> types.CodeType:
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)  # type: ignore[return-value]
+        return self.source_to_code(self.get_data(path), path)
 
 
 class _LocalFinder(importlib.abc.MetaPathFinder):
@@ -369,6 +369,7 @@ def _call_factory(factory: Any, ref: str) -> list[Tool]:
 
 
 def _check_tools(items: Sequence[object], ref: str, what: str) -> list[Tool]:
+    tools = [i for i in items if isinstance(i, Tool)]
     bad = [type(i).__name__ for i in items if not isinstance(i, Tool)]
     if bad:
         raise ConfigError(
@@ -378,7 +379,7 @@ def _check_tools(items: Sequence[object], ref: str, what: str) -> list[Tool]:
         )
     if not items:
         raise ConfigError(f"{what} of {ref!r} holds no tools", field="python")
-    return list(items)  # type: ignore[arg-type]
+    return tools
 
 
 def _flag_overrides(decl: Mapping[str, Any]) -> dict[str, Any]:
