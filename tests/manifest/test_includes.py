@@ -187,23 +187,23 @@ def test_problems_in_included_files_are_reported_with_the_rest(write: Write) -> 
 def test_package_resource(
     write: Write, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_modules: None
 ) -> None:
-    write("site/acme_tools/__init__.py", "")
+    write("site/tmp_toolset_pkg/__init__.py", "")
     write(
-        "site/acme_tools/sets/tools.yaml",
+        "site/tmp_toolset_pkg/sets/tools.yaml",
         """
         version: 1
-        tools: [{name: acme, python: "acme_tools.impl:run"}]
+        tools: [{name: acme, python: "tmp_toolset_pkg.impl:run"}]
     """,
     )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    top = write("tools.yaml", "version: 1\ninclude: [package:acme_tools/sets/tools.yaml]\n")
+    top = write("tools.yaml", "version: 1\ninclude: [package:tmp_toolset_pkg/sets/tools.yaml]\n")
     (tool,) = load_manifest(top).tools
-    assert tool.base_dir == tmp_path / "site/acme_tools/sets"
-    assert tool.include_chain[0].file == tmp_path / "site/acme_tools/sets/tools.yaml"
+    assert tool.base_dir == tmp_path / "site/tmp_toolset_pkg/sets"
+    assert tool.include_chain[0].file == tmp_path / "site/tmp_toolset_pkg/sets/tools.yaml"
     with pytest.raises(IncludeError, match="package 'acme_toolz' is not installed"):
         load_manifest("version: 1\ninclude: [package:acme_toolz/sets/tools.yaml]\n")
-    with pytest.raises(IncludeError, match=r"package 'acme_tools' has no file 'nope\.yaml'"):
-        load_manifest("version: 1\ninclude: [package:acme_tools/nope.yaml]\n")
+    with pytest.raises(IncludeError, match=r"package 'tmp_toolset_pkg' has no file 'nope\.yaml'"):
+        load_manifest("version: 1\ninclude: [package:tmp_toolset_pkg/nope.yaml]\n")
 
 
 def _dist(site: Path, entry_points: str) -> None:
