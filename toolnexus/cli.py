@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import ManifestError, SourceError, ToolnexusError
+from .errors import ConfigError, ManifestError, SourceError, ToolnexusError
 
 __all__ = ["CliError", "main"]
 
@@ -137,6 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr
         )
         return EXIT_FAILED
+    except ConfigError as exc:
+        # A bad value the builder found outside the manifest checks (a builtin's options):
+        # one line, not a traceback.
+        CliError(str(exc), hint="Fix the manifest; `toolnexus validate FILE` checks it.").show(
+            sys.stderr
+        )
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -161,6 +168,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         except ManifestError as exc:
             for issue in exc.issues:
                 sys.stderr.write(f"{issue}\n")
+            failed += 1
+        except ConfigError as exc:  # found by a builder, not located (a builtin's options)
+            sys.stderr.write(f"{path}: {exc}\n")
             failed += 1
         else:
             ok = _paint("ok", "32", sys.stdout)
