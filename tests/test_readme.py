@@ -139,6 +139,7 @@ def test_every_middleware_form_builds(form: str, python: str) -> None:
 SENSIBLE: dict[str, Any] = {
     "max_results": 10,
     "max_timeout_ms": 900_000,
+    "default_timeout_ms": 60_000,
     "max_jobs": 2,
     "max_output": 1000,
     "allow_private": True,
