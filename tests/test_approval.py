@@ -922,6 +922,45 @@ def test_not_known_safe_commands(command: str) -> None:
     assert is_known_safe_command(command) is False
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        # getopt_long (and git's option parser) accept any unambiguous prefix of a long option
+        "sort --o=out x",
+        "sort --outp out x",
+        "sort --compress-prog=sh x",
+        "git grep --open=vim foo",
+        "git grep --open-files=sh foo",
+        "git cat-file --text HEAD:x",
+        "git cat-file --filt HEAD:x",
+        "file --comp -m magic",
+        "date --se=2020-01-01",
+        "git diff --ext",
+        "rg --pr=cat foo",
+        "base64 --out=x y",
+    ],
+)
+def test_abbreviated_long_options_are_refused_like_the_full_ones(command: str) -> None:
+    assert is_known_safe_command(command) is False
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo ${HOME} ${#HOME} ${X:-default} ${X%.py} ${1}",
+        'echo "${HOME}/x"',
+        "printf '%s\\n' a b",
+        "test -f x && [ -d y ]",
+        "git diff --output-indicator-new=+",
+        "sort --reverse x",
+        "date --utc",
+        "cat <<EOF\n${HOME}\nEOF",
+    ],
+)
+def test_harmless_expansions_and_options_stay_known_safe(command: str) -> None:
+    assert is_known_safe_command(command) is True
+
+
 # --- configuration errors -------------------------------------------------------------------
 
 

@@ -701,8 +701,10 @@ def _flags_check(
     short_with_value: str = "",
     forbidden_words: Sequence[str] = (),
 ) -> _Check:
-    """A checker refusing some options: long ones (also as `--opt=value`), short ones (also
-    inside clusters such as `-iz`, up to the first option that takes a value), exact words."""
+    """A checker refusing some options: long ones (also as `--opt=value`, and abbreviated:
+    getopt_long and git take any unambiguous prefix, so `sort --o=FILE` is `--output`), short
+    ones (also inside clusters such as `-iz`, up to the first option that takes a value), exact
+    words."""
 
     def check(args: list[str]) -> bool:
         for arg in args:
@@ -711,7 +713,7 @@ def _flags_check(
             if arg in forbidden_words:
                 return False
             if arg.startswith("--"):
-                if arg.split("=", 1)[0] in forbidden_long:
+                if _abbreviates(arg, forbidden_long):
                     return False
             elif arg.startswith("-") and len(arg) > 1:
                 for ch in arg[1:]:
@@ -722,6 +724,12 @@ def _flags_check(
         return True
 
     return check
+
+
+def _abbreviates(arg: str, options: Sequence[str]) -> bool:
+    """True when `arg` (`--name` or `--name=value`) names one of `options` or a prefix of one."""
+    name = arg.split("=", 1)[0]
+    return len(name) > 2 and any(option.startswith(name) for option in options)
 
 
 def _positional_count(args: list[str], short_with_value: str) -> int:
@@ -749,7 +757,7 @@ def _date(args: list[str]) -> bool:
     while i < len(args):
         arg = args[i]
         if arg.startswith("--"):
-            if arg.startswith("--set"):
+            if _abbreviates(arg, ("--set",)):
                 return False
         elif arg.startswith("-") and len(arg) > 1:
             for ch in arg[1:]:
