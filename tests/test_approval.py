@@ -925,6 +925,37 @@ def test_not_known_safe_commands(command: str) -> None:
 @pytest.mark.parametrize(
     "command",
     [
+        # bash's printf -v assigns any variable (PATH, or an array element whose subscript is
+        # evaluated, running a command substitution written inside single quotes)
+        "printf -v PATH /tmp/bin",
+        "printf -vPATH /tmp/bin",
+        "printf -v 'a[$(rm x)]' y",
+        "printf ${F:--v} PATH /tmp/bin",
+        # test -v / -R evaluate an array subscript the same way
+        "test -v 'a[$(rm x)]'",
+        "[ -v 'a[$(rm x)]' ]",
+        "[ -R ref ]",
+        # expansions that assign, evaluate arithmetic or re-expand a value as a prompt
+        "echo $[PATH=0]",
+        "echo ${x@P}",
+        "echo ${PATH:=/tmp/bin}",
+        "echo ${x=1}",
+        "echo ${!x}",
+        "echo ${a[$'\\x24(rm x)']}",
+        "echo ${x:off}",
+        'echo "${x@P}"',
+        "cat <<EOF\n${x@P}\nEOF",
+        "cat <<EOF\n$[PATH=0]\nEOF",
+        "cat <<< ${x@P}",
+    ],
+)
+def test_bash_expansions_that_run_or_assign_are_not_known_safe(command: str) -> None:
+    assert is_known_safe_command(command) is False
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         # getopt_long (and git's option parser) accept any unambiguous prefix of a long option
         "sort --o=out x",
         "sort --outp out x",

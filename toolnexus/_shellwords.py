@@ -204,6 +204,8 @@ class _Parser:
                 # An unquoted delimiter lets the body run substitutions.
                 self.unsafe = True
                 self._nested(text)
+            elif not quoted and _risky_expansion(text):
+                self.unsafe = True
 
     def _nested(self, script: str) -> None:
         inner = _Parser(script)
@@ -354,8 +356,12 @@ class _Parser:
             if "$(" in inner or "`" in inner:
                 self.unsafe = True
                 self._nested(inner[2:-1])
+            elif not _PLAIN_BRACE.fullmatch(inner):
+                self.unsafe = True
             self.i = end + 1
             return inner, True
+        if nxt == "[":  # `$[...]`: bash's old arithmetic, which may assign (`$[PATH=0]`)
+            self.unsafe = True
         m = _PARAM.match(src, self.i + 1)
         if m is not None:
             self.i = m.end()
@@ -408,6 +414,13 @@ _SPECIAL = frozenset("\\'\"$`*?[]{}")
 _PLAIN = re.compile(r"[^ \t\n;&|()<>\\'\"$`*?\[\]{}]+")
 """A run of characters that mean nothing special inside a word."""
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
+_PLAIN_BRACE = re.compile(
+    r"\$\{#?(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)"
+    r"(?:(?::?[-+?]|##?|%%?|//?|\^\^?|,,?)[^\[\]$`]*)?\}"
+)
+"""`${...}` forms that only read one variable. Anything else may run code or change what later
+commands do: `${x:=v}` assigns, `${a[i]}` and `${x:off}` evaluate arithmetic (whose array
+subscripts run command substitutions), `${!x}` indirects, `${x@P}` expands a prompt."""
 _ANSI_ESCAPE = re.compile(
     r"\\(?:x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|[abeEfnrtv\\'\"?])"
 )
@@ -415,6 +428,20 @@ _SIMPLE_ESCAPES = {
     "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r",
     "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
 }  # fmt: skip
+
+
+def _risky_expansion(text: str) -> bool:
+    """True when `text` (an unquoted here-document body) holds a `$[...]` or a `${...}` that
+    is not a plain read of one variable (see `_PLAIN_BRACE`)."""
+    if "$[" in text:
+        return True
+    start = text.find("${")
+    while start >= 0:
+        end = text.find("}", start)
+        if end < 0 or not _PLAIN_BRACE.fullmatch(text, start, end + 1):
+            return True
+        start = text.find("${", end)
+    return False
 
 
 def _decode_escape(esc: str) -> str:
@@ -903,14 +930,26 @@ def _git(args: list[str]) -> bool:
 
 
 _PLAIN_SAFE = (
-    "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo", "printf",
+    "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo",
     "which", "type", "stat", "du", "df", "diff", "cmp", "cut", "tr", "nl", "tac", "rev", "seq",
-    "paste", "fold", "expand", "unexpand", "column", "true", "false", "test", "[", "basename",
+    "paste", "fold", "expand", "unexpand", "column", "true", "false", "basename",
     "dirname", "realpath", "readlink", "expr", "numfmt", "printenv", "md5sum", "sha1sum",
     "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "od", "sleep", "cd",
     "whoami", "id", "uname", "groups", "nproc", "arch", "tty", "locale", "jq",
 )  # fmt: skip
 """Commands that only read whatever their arguments."""
+
+
+def _printf(args: list[str]) -> bool:
+    """bash's `printf -v NAME` assigns NAME: PATH, or an array element whose subscript is
+    evaluated as arithmetic and so runs any `$(...)` written in it."""
+    return not (args and args[0].startswith("-v"))
+
+
+def _test(args: list[str]) -> bool:
+    """bash's `test -v NAME` / `-R NAME` evaluate an array subscript in NAME, as printf -v."""
+    return not any(a in ("-v", "-R") for a in args)
+
 
 _FIND_ACTIONS = (
     "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf",
@@ -922,6 +961,9 @@ _KNOWN_SAFE: dict[str, _Check] = {
         _PLAIN_SAFE,
         _any_args,
     ),
+    "printf": _printf,
+    "test": _test,
+    "[": _test,
     "find": _flags_check(forbidden_words=_FIND_ACTIONS),
     "rg": _flags_check(
         forbidden_long=("--pre", "--pre-glob", "--hostname-bin", "--search-zip"),
