@@ -109,7 +109,15 @@ async def build_generation(
                 for t in built:
                     files += [Path(p) for p in t.meta.get("files", ())]
         if builtin_options:
-            tools += _builtin_tools(builtin_options, manifest, workspace, protected, issues)
+            try:
+                tools += _builtin_tools(builtin_options, manifest, workspace, protected, issues)
+            except ConfigError as exc:
+                if manifest is None:
+                    raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
+                field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
+                issues.items.append(
+                    ManifestIssue(message=exc.message, file=_source(manifest), field=field)
+                )
 
         permissions = manifest_permissions(manifest, options.permissions, issues)
         if manifest is not None and manifest.mcp_servers:
@@ -519,7 +527,8 @@ def _builtin_tools(
                 issues=issues,
             )
         except ConfigError as exc:
-            raise ConfigError(f"builtins.{t.name}: {exc.message}", field=exc.field) from exc
+            sub_field = f".{exc.field}" if exc.field else ""
+            raise ConfigError(exc.message, field=f"builtins.{t.name}{sub_field}") from exc
         out.append(t)
     return out
 
