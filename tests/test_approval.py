@@ -458,10 +458,30 @@ def test_allow_does_not_look_past_what_changes_the_command(command: str) -> None
         "if true; then rm x; fi",
         "! rm x",
         "time -o /tmp/t rm x",
+        "/bin/rm -rf x",
+        "/usr/bin/env rm x",
+        "find . -name '*.tmp' -exec rm {} +",
+        "find . -execdir rm {} \\;",
+        "busybox rm x",
+        "coproc rm x",
+        "setsid rm x",
+        "watch -n 1 rm x",
+        "function f { rm x; }",
     ],
 )
 def test_deny_looks_past_every_wrapper(command: str) -> None:
     assert matches({"c": {"command": "rm *"}}, {"c": command}, as_="deny") is True
+
+
+@pytest.mark.parametrize(
+    "command", ["{rm,-rf,x}", "r$@m x", '"$(echo rm)" x', "${CMD} x", "/bin/r? x"]
+)
+def test_a_command_name_known_only_at_run_time_matches_deny_and_ask(command: str) -> None:
+    # brace expansion, parameters and globs decide at run time which program runs: doubt
+    # never allows, so every deny and ask rule counts such a command as a match
+    assert matches({"c": {"command": "rm *"}}, {"c": command}, as_="deny") is True
+    assert matches({"c": {"command": "git push *"}}, {"c": command}, as_="ask") is True
+    assert matches({"c": {"command": "*"}}, {"c": command}, as_="allow") is False
 
 
 def test_allow_with_redirect_needs_a_pattern_that_says_so() -> None:

@@ -484,7 +484,10 @@ _SAFE_VARS = frozenset(
 """Variables an allow rule may look past (`LANG=C ls` is `ls`); `PATH=`, `LD_PRELOAD=`, `PAGER=`
 and the like change what runs, so a command setting them only matches a pattern that says so."""
 
-_DENY_ONLY_PREFIXES = frozenset({"!", "{", "if", "then", "else", "elif", "while", "until", "do"})
+_DENY_ONLY_PREFIXES = frozenset(
+    {"!", "{", "if", "then", "else", "elif", "while", "until", "do", "coproc", "busybox", "setsid"}
+)
+_FIND_RUNNERS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 
 
@@ -524,6 +527,8 @@ def _strip_once(words: Sequence[_Word], deny: bool) -> list[_Word] | None:
             i += 1
         return list(words[i:])
     name = words[0].text
+    if deny:
+        name = name.rsplit("/", 1)[-1]
     rest: int | None = None
     if name in ("nohup", "builtin", "noglob"):
         rest = 1
@@ -570,6 +575,14 @@ def _strip_once(words: Sequence[_Word], deny: bool) -> list[_Word] | None:
         rest = _options(words, 1, "ugCDhprtTU", ("--user", "--group", "--chdir"))
     elif deny and name in _DENY_ONLY_PREFIXES:
         rest = 1
+    elif deny and name == "function":
+        rest = 2
+    elif deny and name == "watch":
+        rest = _options(words, 1, "nq", ("--interval", "--equexit"))
+    elif deny and name == "find":
+        # `find ... -exec rm {} +` runs the words after the action
+        starts = [i + 1 for i, w in enumerate(words) if w.text in _FIND_RUNNERS]
+        rest = starts[0] if starts else None
     if rest is None or rest >= len(words):
         return None
     return list(words[rest:])
@@ -603,6 +616,9 @@ class _View:
     full: str
     """`text` followed by the redirections, for patterns that mention `>` or `<`."""
     writes: bool
+    unknown: bool = False
+    """The command name is only known at run time (`$CMD`, `{rm,x}`, `r?`): it may be any
+    program, so every deny and ask pattern matches and no allow pattern does."""
 
 
 def _views(command: _Simple, deny: bool) -> list[_View]:
@@ -611,8 +627,15 @@ def _views(command: _Simple, deny: bool) -> list[_View]:
     views: list[_View] = []
     words: list[_Word] | None = list(command.words)
     while words is not None:
-        text = " ".join(w.text for w in words)
-        views.append(_View(text, f"{text} {full_suffix}" if full_suffix else text, writes))
+        unknown = bool(words) and (words[0].expands or words[0].glob)
+        spellings = [words]
+        if deny and words and "/" in words[0].text:
+            # `/bin/rm` runs rm: deny views also see the program's bare name
+            spellings.append([_Word(words[0].text.rsplit("/", 1)[-1]), *words[1:]])
+        for spelling in spellings:
+            text = " ".join(w.text for w in spelling)
+            full = f"{text} {full_suffix}" if full_suffix else text
+            views.append(_View(text, full, writes, unknown))
         words = _strip_once(words, deny)
     return views
 
@@ -670,6 +693,8 @@ class CommandPattern:
     """The pattern mentions `>` or `<`, so it is matched against the redirections too."""
 
     def matches(self, view: _View, strict: bool) -> bool:
+        if view.unknown:
+            return not strict
         if self.redirects:
             return self.regex.fullmatch(view.full) is not None
         if strict and view.writes:
