@@ -15,6 +15,7 @@ import pytest
 
 from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError
+from toolnexus.manifest.interpolate import Secret
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.http import build_http_tool, translate_httpx_error
@@ -166,6 +167,28 @@ async def test_headers_are_templated_and_secrets_never_shown(
     error = await call(failing, trace="t-2")
     assert error.is_error
     assert SECRET not in error.content and SECRET not in repr(error.metadata)
+
+
+async def test_the_handler_repr_shows_no_secret(ctx: BuildContext) -> None:
+    # error reporters (Sentry, rich tracebacks) print the locals of failing frames, `self`
+    # of the endpoint included: its URL, query, headers and body hold `${TOKEN}` values
+    http = {
+        "url": f"https://api.example.com/bot{SECRET}/send",
+        "query": {"key": SECRET},
+        "headers": {"Authorization": f"Bearer {SECRET}"},
+        "method": "POST",
+        "body": {"json": {"token": SECRET}},
+    }
+    tool = make(ctx, http, strings())
+    assert SECRET not in repr(tool.handler)
+    assert "api.example.com" in repr(tool.handler)
+
+
+async def test_the_default_description_shows_no_interpolated_value(ctx: BuildContext) -> None:
+    # the loader hands `${TOKEN}` results over as `Secret` strings (`/bot${TOKEN}/send`)
+    url = Secret(f"https://api.example.com/bot{SECRET}/send")
+    tool = make(ctx, {"url": url}, strings())
+    assert SECRET not in tool.description
 
 
 async def test_unicode_values_in_headers_and_invalid_characters(

@@ -13,6 +13,7 @@ import pytest
 
 from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError
+from toolnexus.manifest.interpolate import Secret
 from toolnexus.sandbox import SandboxPolicy, detect
 from toolnexus.sources import BuildContext
 from toolnexus.sources.shell import build_shell_tool
@@ -391,3 +392,26 @@ def test_bad_configuration_is_a_config_error(
         make(ws, params, **entry)
     assert info.value.field == field
     assert message in info.value.message
+
+
+def test_the_handler_repr_shows_no_secret(ws: Path) -> None:
+    # error reporters print the locals of failing frames: argv, env, stdin and cwd may hold
+    # `${TOKEN}` values from the manifest
+    secret = "s3cr3t-token-value"
+    tool = make(
+        ws,
+        schema(),
+        command=["curl", "-H", f"Authorization: {secret}"],
+        env={"TOKEN": secret},
+        stdin=secret,
+    )
+    assert secret not in repr(tool.handler)
+    assert "name='t'" in repr(tool.handler)
+
+
+def test_the_default_description_shows_no_interpolated_value(ws: Path) -> None:
+    # the loader hands `${TOKEN}` results over as `Secret` strings; the description the model
+    # reads is made from the command line, and must not carry them
+    tool = make(ws, schema(), command=["curl", "-H", Secret("Authorization: s3cr3t-token-value")])
+    assert "s3cr3t-token-value" not in tool.description
+    assert tool.description == "Run: curl -H ***"

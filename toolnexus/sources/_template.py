@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from .._suggest import closest
 from ..errors import ConfigError, ToolError
+from ..manifest.interpolate import Secret
 
 __all__ = [
     "ABSENT",
@@ -45,6 +46,7 @@ __all__ = [
     "Template",
     "find_script_placeholders",
     "head_tail",
+    "label",
     "parse_template",
     "render_scalar",
 ]
@@ -228,6 +230,8 @@ def parse_template(text: str, *, field: str) -> Template:
     """
     pieces: list[Piece] = []
     literal: list[str] = []
+    # A `${VAR}` result stays a `Secret` in its literal pieces, so labels can mask it.
+    text_type: Callable[[str], str] = Secret if isinstance(text, Secret) else str
     i = 0
     n = len(text)
     while i < n:
@@ -252,7 +256,7 @@ def parse_template(text: str, *, field: str) -> Template:
                 )
             pieces_slot = _parse_slot(text[i + 1 : end], field=field)
             if literal:
-                pieces.append("".join(literal))
+                pieces.append(text_type("".join(literal)))
                 literal = []
             pieces.append(pieces_slot)
             i = end + 1
@@ -260,8 +264,17 @@ def parse_template(text: str, *, field: str) -> Template:
             literal.append(ch)
             i += 1
     if literal:
-        pieces.append("".join(literal))
+        pieces.append(text_type("".join(literal)))
     return Template(field=field, pieces=tuple(pieces))
+
+
+def label(template: Template) -> str:
+    """The template as written, for descriptions the model reads: placeholders as `{name}`,
+    and `***` for text that came from `${VAR}` interpolation (often a token)."""
+    return "".join(
+        p.written() if isinstance(p, Slot) else "***" if isinstance(p, Secret) else p
+        for p in template.pieces
+    )
 
 
 def _parse_slot(inner: str, *, field: str) -> Slot:

@@ -41,13 +41,13 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError
 from . import BuildContext
-from ._template import ABSENT, Parameters, Template, head_tail, parse_template
+from ._template import ABSENT, Parameters, Template, head_tail, label, parse_template
 
 if TYPE_CHECKING:
     import httpx
@@ -189,12 +189,14 @@ class Endpoint:
     """Everything an HTTP tool needs to make its request; shared with the OpenAPI source."""
 
     method: str
-    url: Template
-    """Substituted values are percent-encoded (`/` too)."""
-    query: tuple[tuple[str, Template], ...] = ()
-    headers: tuple[tuple[str, Template], ...] = ()
+    url: Template = field(repr=False)
+    """Substituted values are percent-encoded (`/` too). Like the query, headers and body, it
+    stays out of `repr` (error reporters print the locals of failing frames): manifests put
+    `${TOKEN}` values in all four (`/bot${TOKEN}/send`, `?key=${KEY}`)."""
+    query: tuple[tuple[str, Template], ...] = field(default=(), repr=False)
+    headers: tuple[tuple[str, Template], ...] = field(default=(), repr=False)
     """From the manifest: their values are never shown (they often hold secrets)."""
-    body: Body | None = None
+    body: Body | None = field(default=None, repr=False)
     timeout: float = DEFAULT_TIMEOUT
     response_format: ResponseFormat = "auto"
     pick: Pick | None = None
@@ -719,8 +721,7 @@ def _static_host(url: Template) -> str | None:
 
 def _url_label(url: Template) -> str:
     """The URL as written, without its query string (which may hold a secret)."""
-    written = "".join(p if isinstance(p, str) else p.written() for p in url.pieces)
-    return written.split("?", 1)[0]
+    return label(url).split("?", 1)[0]
 
 
 def _compile_value(value: Any, field: str) -> Template:

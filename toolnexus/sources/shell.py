@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from ._template import (
     Parameters,
     Template,
     find_script_placeholders,
+    label,
     parse_template,
     render_scalar,
 )
@@ -69,10 +70,12 @@ class _Command:
     """A compiled shell entry: everything a call needs, checked at build time."""
 
     name: str
-    argv: tuple[Template, ...]
-    cwd: Template | None
-    env: tuple[tuple[str, Template], ...]
-    stdin: Template | None
+    argv: tuple[Template, ...] = field(repr=False)
+    """Like cwd, env and stdin, out of `repr` (error reporters print the locals of failing
+    frames): the manifest may put `${TOKEN}` values in any of them."""
+    cwd: Template | None = field(repr=False)
+    env: tuple[tuple[str, Template], ...] = field(repr=False)
+    stdin: Template | None = field(repr=False)
     ok_exit_codes: frozenset[int]
     timeout: float
     max_output: int
@@ -216,7 +219,7 @@ def build_shell_tool(decl: Mapping[str, Any], ctx: BuildContext) -> Tool:
         parameters=params,
         sandbox=ctx.sandbox,
     )
-    program = "sh" if shell else _label(argv[0])
+    program = "sh" if shell else label(argv[0])
     return Tool(
         name=name,
         handler=compiled.run,
@@ -315,11 +318,7 @@ def _positive(value: Any, field: str) -> float:
     return float(value)
 
 
-def _label(template: Template) -> str:
-    return "".join(p if isinstance(p, str) else p.written() for p in template.pieces)
-
-
 def _describe(argv: Sequence[Template], shell: bool) -> str:
     if shell:
         return "Run a shell script."
-    return "Run: " + " ".join(_label(t) for t in argv)
+    return "Run: " + " ".join(label(t) for t in argv)
