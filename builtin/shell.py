@@ -44,6 +44,7 @@ from toolnexus import (
     Verdict,
     is_known_safe_command,
     run_process,
+    split_command,
     start_process,
 )
 
@@ -102,7 +103,11 @@ class ShellApproval:
 
     def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
         command = arguments.get("command")
-        if isinstance(command, str) and is_known_safe_command(command):
+        if (
+            isinstance(command, str)
+            and is_known_safe_command(command)
+            and not _git_elsewhere(command, arguments.get("cwd"))
+        ):
             return Verdict(
                 decision=Decision.ALLOW,
                 rule="known read-only command",
@@ -113,6 +118,50 @@ class ShellApproval:
             matched=False,
             reason="the command may change files or reach the network",
         )
+
+
+_GIT_REPO_OPTIONS = ("-C", "--git-dir", "--work-tree", "-c", "--config-env", "--exec-path")
+
+GIT_SAFETY_ENV = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath",
+    "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+}
+"""Set for every command: repository config cannot make a read-only git command start a
+program (fsmonitor hook, hooks, pager)."""
+
+
+def _git_elsewhere(command: str, cwd: object) -> bool:
+    """True when a command runs git in a repository other than the workspace's own.
+
+    Read-only git commands obey the repository's config, which can name programs to run
+    (fsmonitor, diff drivers). The workspace's `.git/config` is protected from the tools; a
+    nested repository the model could have written is not, so git there is not auto-allowed.
+    """
+    words = split_command(command)
+    if words is None:
+        return True
+    programs = [w[0].rsplit("/", 1)[-1] for w in words if w]
+    if "git" not in programs:
+        return False
+    if cwd not in (None, "", ".", "./"):
+        return True
+    if any(p in ("cd", "pushd") for p in programs):
+        return True
+    for w in words:
+        if w and w[0].rsplit("/", 1)[-1] == "git":
+            for arg in w[1:]:
+                if not arg.startswith("-"):
+                    break  # the subcommand: options after it are its own
+                if arg.split("=", 1)[0] in _GIT_REPO_OPTIONS or (
+                    arg.startswith("-C") and arg != "-C"
+                ):
+                    return True
+    return False
 
 
 # --- background jobs --------------------------------------------------------------------------
@@ -228,6 +277,7 @@ class _Shell:
         done = await run_process(
             ["bash", "-c", command],
             cwd=cwd,
+            env=GIT_SAFETY_ENV,
             timeout=timeout,
             max_output=self.opts.max_output,
             merge_stderr=True,
@@ -275,6 +325,7 @@ class _Shell:
         handle = await start_process(
             ["bash", "-c", command],
             cwd=cwd,
+            env=GIT_SAFETY_ENV,
             sandbox=ctx.sandbox,
             workspace=ctx.workspace,
             max_buffer=self.opts.max_buffer,

@@ -200,3 +200,46 @@ def test_schema_caps_the_timeout() -> None:
         t.name: t for t in shell_tools({"max_timeout_ms": 1000, "default_timeout_ms": 1000})
     }["shell"]
     assert shell.parameters["properties"]["timeout_ms"]["maximum"] == 1000
+
+
+@pytest.mark.parametrize(
+    ("command", "cwd"),
+    [
+        ("git status", "sub"),
+        ("cd sub && git status", None),
+        ("git -C sub status", None),
+        ("git --git-dir=sub/.git log", None),
+        ("git -c core.fsmonitor=x status", None),
+        ("git -Csub status", None),
+    ],
+)
+def test_git_in_another_repository_is_not_auto_allowed(
+    command: str, cwd: str | None, tmp_path: Path
+) -> None:
+    # A nested repository's config (which the model may have written) can make read-only git
+    # start programs; only git in the workspace's own repository runs unasked.
+    (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
+    assert shell.approval is not None
+    args = {"command": command, **({"cwd": cwd} if cwd else {})}
+    verdict = shell.approval.decide(shell, args, tmp_path)
+    assert verdict.decision is not Decision.ALLOW or not verdict.matched
+    plain = shell.approval.decide(shell, {"command": "git status"}, tmp_path)
+    assert plain.decision is Decision.ALLOW and plain.matched
+
+
+@pytest.mark.anyio
+async def test_git_config_cannot_start_a_program_from_a_read_only_command(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    marker = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "monitor.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    subprocess.run(["git", "-C", str(repo), "config", "core.fsmonitor", str(hook)], check=True)
+    (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
+    ctx = ToolContext(call_id="c", tool_name="shell", workspace=repo, roots=(repo,), state={})
+    result = await shell.run({"command": "git status"}, ctx)
+    assert "exit code" not in result.content or result.metadata.get("exit_code") == 0
+    assert not marker.exists()
