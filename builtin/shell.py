@@ -119,6 +119,10 @@ class ShellApproval:
             reason="the command may change files or reach the network",
         )
 
+    def summary(self) -> str:
+        """What `toolnexus list` shows for the shell's own rule."""
+        return f"read-only commands allow, else {self.default.value}"
+
 
 _GIT_REPO_OPTIONS = ("-C", "--git-dir", "--work-tree", "-c", "--config-env", "--exec-path")
 

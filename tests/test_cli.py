@@ -101,7 +101,7 @@ def test_call_help_shows_its_arguments(capsys: pytest.CaptureFixture[str]) -> No
 def test_validate_ok_prints_a_summary(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(tools)]) == 0
     out = capsys.readouterr().out
-    assert out == f"{tools}: ok (3 tools and MCP servers declared)\n"
+    assert out == f"{tools}: ok (3 tools)\n"
 
 
 def test_validate_reports_every_issue_located_across_files(
@@ -355,3 +355,9 @@ def test_watch_prints_each_reload_until_terminated(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=10)
     assert code == 143
+
+
+def test_validate_counts_mcp_servers_apart_from_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parents[1] / "configs" / "example.yaml"
+    assert main(["validate", str(example)]) == 0
+    assert "9 tools, 1 MCP server (not started)" in capsys.readouterr().out

@@ -134,7 +134,10 @@ def attach(
         if built is not None:
             chain.append(built)
     if timeout_s:
-        chain.append(timeout(_seconds(timeout_s)))
+        try:
+            chain.append(timeout(timeout_s))
+        except ConfigError as exc:
+            raise ConfigError(exc.message, field="timeout") from exc
     return dataclasses.replace(
         t,
         approval=policy,
@@ -414,16 +417,3 @@ def manifest_permissions(
         return extra
     return policy if extra is None else Both(extra, policy)
 
-
-def _seconds(value: Any) -> float:
-    """A timeout given as seconds or as a duration string (`10s`), as Python callers may.
-
-    Raises:
-        ConfigError: neither a number nor a duration.
-    """
-    from .manifest.units import parse_duration
-
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="timeout") from exc

@@ -177,9 +177,9 @@ async def build_generation(
         raise
 
 
-def check_manifest(source: str | Path) -> int:
-    """Load a manifest and build every tool without starting MCP servers; returns the number
-    of tools declared.
+def check_manifest(source: str | Path) -> tuple[int, int]:
+    """Load a manifest and build every tool without starting MCP servers; returns how many
+    tools were built and how many MCP servers are declared (their tools come when they run).
 
     Raises:
         ManifestError: every problem found, located.
@@ -188,12 +188,12 @@ def check_manifest(source: str | Path) -> int:
 
     from .toolkit import ToolkitOptions
 
-    async def run() -> int:
+    async def run() -> tuple[int, int]:
         gen = await build_generation(
             ToolkitOptions(source=source), number=1, previous=None, connect=False
         )
         try:
-            return len(gen.registry) + len(gen.carry["mcp"])
+            return len(gen.registry), len(gen.carry["mcp"])
         finally:
             await gen.resources.aclose()
 

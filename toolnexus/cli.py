@@ -164,7 +164,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             failed += 1
             continue
         try:
-            count = check_manifest(path)
+            tools, servers = check_manifest(path)
         except ManifestError as exc:
             for issue in exc.issues:
                 sys.stderr.write(f"{issue}\n")
@@ -174,11 +174,18 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             failed += 1
         else:
             ok = _paint("ok", "32", sys.stdout)
-            sys.stdout.write(f"{path}: {ok} ({count} tools and MCP servers declared)\n")
+            declared = _plural(tools, "tool")
+            if servers:
+                declared += f", {_plural(servers, 'MCP server')} (not started)"
+            sys.stdout.write(f"{path}: {ok} ({declared})\n")
     if len(args.files) > 1:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _flags(tool: Any) -> str:

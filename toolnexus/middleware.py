@@ -73,11 +73,12 @@ Next = Callable[[Call], Awaitable[Result]]
 Middleware = Callable[[Call, Next], Awaitable[Result]]
 
 
-def timeout(seconds: float) -> Middleware:
+def timeout(seconds: float | str) -> Middleware:
     """Cancel the call after `seconds`; the model gets a retryable timeout error.
 
     The tool's `ctx.deadline` is tightened so that it can plan (and pass the budget on).
     """
+    seconds = _duration(seconds)
     if seconds <= 0:
         raise ConfigError(f"timeout must be positive, got {seconds}")
 
@@ -117,6 +118,21 @@ def timeout(seconds: float) -> Middleware:
             handle.cancel()
 
     return timeout_middleware
+
+
+def _duration(value: object) -> float:
+    """Seconds from a number or a duration string (`30s`, `500ms`), as Python callers may
+    write them too.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    from .manifest.units import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="timeout") from exc
 
 
 def truncate(max_chars: int = 30_000) -> Middleware:
