@@ -637,5 +637,8 @@ def fetch_tools(options: Mapping[str, Any]) -> list[Tool]:
             destructive=False,
             idempotent=True,
             open_world=True,
+            # Its network rules are its own options and its own `sandbox:` block: the
+            # manifest's `defaults.sandbox` (network off for processes) must not cut it off.
+            meta={"sandbox_defaults": False},
         )
     ]

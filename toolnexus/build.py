@@ -482,8 +482,6 @@ def _builtin_options(spec: Any) -> dict[str, Mapping[str, Any]]:
 
 
 _COMMON_KEYS = ("approval", "sandbox", "middleware", "timeout")
-_OWN_SANDBOX_ONLY = frozenset({"fetch"})
-"""Builtins whose sandbox is only their own block: `defaults.sandbox` is about processes."""
 
 
 def _builtin_tools(
@@ -505,13 +503,11 @@ def _builtin_tools(
     for t in tools:
         own = options.get(t.name, options.get("*", {}))
         try:
-            # defaults.sandbox confines processes and file access; a network tool (fetch)
-            # only follows its own block, or `network: false` meant for shells cuts it off.
-            inherited = (
-                None if t.name in _OWN_SANDBOX_ONLY or defaults is None else defaults.sandbox
-            )
+            # defaults.sandbox confines processes and file access; a tool doing its own
+            # network access opts out (see `_takes_defaults`).
+            inherited = None if not _takes_defaults(t) or defaults is None else defaults.sandbox
             sandbox = effective_sandbox(inherited, own.get("sandbox"), base_dir, protected)
-            if sandbox is None and t.name not in _OWN_SANDBOX_ONLY:
+            if sandbox is None and _takes_defaults(t):
                 sandbox = SandboxPolicy(protected=tuple(protected))
             t = attach(
                 t,
@@ -531,6 +527,13 @@ def _builtin_tools(
             raise ConfigError(exc.message, field=f"builtins.{t.name}{sub_field}") from exc
         out.append(t)
     return out
+
+
+def _takes_defaults(t: Tool) -> bool:
+    """Whether `defaults.sandbox` applies to a packaged tool. A tool that does its own
+    network access (a fetcher) says `meta={"sandbox_defaults": False}`: the defaults are about
+    processes and files, and `network: false` there would cut it off entirely."""
+    return t.meta.get("sandbox_defaults", True) is not False
 
 
 @dataclasses.dataclass(frozen=True)
