@@ -104,6 +104,16 @@ async def test_head_returns_the_status_line(ctx: BuildContext, server: Any) -> N
     assert result.content == "HTTP 200 OK"
 
 
+@pytest.mark.parametrize("value", [".", ".."])
+async def test_dot_segments_are_refused_in_path_values(
+    ctx: BuildContext, server: Any, value: str
+) -> None:
+    tool = make(ctx, {"url": f"{server.url}/echo/items/{{id}}/end"}, strings("id"))
+    result = await call(tool, id=value)
+    assert result.is_error
+    assert "may not be" in result.content
+
+
 @pytest.mark.parametrize(
     ("value", "raw"),
     [
@@ -111,7 +121,6 @@ async def test_head_returns_the_status_line(ctx: BuildContext, server: Any) -> N
         ("; rm -rf /", "%3B%20rm%20-rf%20%2F"),
         ("$(touch x)`id`", "%24%28touch%20x%29%60id%60"),
         ("q?x=1#frag&y", "q%3Fx%3D1%23frag%26y"),
-        ("..", "%2E%2E"),
         ("line\nbreak\0nul", "line%0Abreak%00nul"),
         ("ünï", "%C3%BCn%C3%AF"),
     ],

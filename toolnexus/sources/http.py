@@ -453,10 +453,17 @@ def _safe_url(url: httpx.URL) -> str:
 
 
 def _quote(text: str) -> str:
-    """Percent-encode a value for the URL, `/` included; `.` and `..` too, or they would be
-    read as dot segments and move the request to another path."""
+    """Percent-encode a value for the URL, `/` included.
+
+    Raises:
+        ToolError: the value is `.` or `..`. Encoded as `%2E%2E` it still moves the request
+            to another path on servers that decode before resolving dot segments.
+    """
     if text in (".", ".."):
-        return text.replace(".", "%2E")
+        raise ToolError(
+            f"a URL path value may not be {text!r}: it would point the request at another "
+            "path; pass a name"
+        )
     return urllib.parse.quote(text, safe="")
 
 
