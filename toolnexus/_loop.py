@@ -12,6 +12,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ._affinity import LoopPin, enabled_by_env
 from .errors import UsageError
 
 T = TypeVar("T")
@@ -20,10 +21,17 @@ __all__ = ["LoopThread", "run_on"]
 
 
 class LoopThread:
-    """An asyncio loop running forever on a daemon thread until `stop()`."""
+    """An asyncio loop running forever on a daemon thread until `stop()`.
 
-    def __init__(self, name: str = "toolnexus-loop") -> None:
+    `pin` co-schedules synchronous callers with this thread (see `_affinity`); `colocate`
+    defaults to the `TOOLNEXUS_COLOCATE` environment variable (on unless it says 0).
+    """
+
+    pin: LoopPin
+
+    def __init__(self, name: str = "toolnexus-loop", *, colocate: bool | None = None) -> None:
         self.loop = asyncio.new_event_loop()
+        self._colocate = enabled_by_env() if colocate is None else colocate
         started = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
         self._thread.start()
@@ -31,6 +39,7 @@ class LoopThread:
 
     def _main(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
+        self.pin = LoopPin(enabled=self._colocate)
         self.loop.call_soon(started.set)
         try:
             self.loop.run_forever()
@@ -50,7 +59,7 @@ class LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop thread and wait for its result."""
-        return run_on(self.loop, coro, self._thread.ident)
+        return run_on(self.loop, coro, self._thread.ident, self.pin)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -60,11 +69,17 @@ class LoopThread:
             self._thread.join(timeout=10)
 
 
-def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], owner: int | None) -> T:
+def run_on(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, T],
+    owner: int | None,
+    pin: LoopPin | None = None,
+) -> T:
     """Run `coro` on `loop` (owned by thread `owner`) from another thread, and wait.
 
     A lock used as a one-shot signal is cheaper than `concurrent.futures.Future` on this path,
-    which every synchronous call takes.
+    which every synchronous call takes. With `pin` (only for a loop thread the toolkit owns),
+    the hand-off is co-scheduled on the caller's CPU.
 
     Raises:
         UsageError: called from the loop's own thread, which would deadlock.
@@ -90,10 +105,17 @@ def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], owner:
             done.release()
 
     def start() -> None:
+        if pin is not None:
+            pin.release()
         loop.create_task(runner())
 
-    loop.call_soon_threadsafe(start)
-    done.acquire()
+    mask = pin.pin() if pin is not None else None
+    try:
+        loop.call_soon_threadsafe(start)
+        done.acquire()
+    finally:
+        if pin is not None and mask is not None:
+            pin.restore(mask)
     if failed:
         raise failed[0]
     return box[0]

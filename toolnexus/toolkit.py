@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._affinity import LoopPin
 from ._loop import LoopThread, run_on
 from .approval import ApprovalPolicy, Approver, Verdict
 from .base import Result, Tool, ToolCall
@@ -208,6 +209,17 @@ class Toolkit:
                 self._calls.discard(task)
             gen.leave()
 
+    def _pin(self) -> LoopPin | None:
+        """The loop thread's co-scheduling pin, for a sync call that finds the loop idle.
+
+        Only for a loop thread this toolkit owns (never a user's loop), and only when no call
+        is running: a busy loop thread would run that call's code pinned until it wakes for
+        ours.
+        """
+        if self._loop_thread is None or self._calls:
+            return None
+        return self._loop_thread.pin
+
     def execute(
         self,
         name: str,
@@ -226,6 +238,7 @@ class Toolkit:
                     name, arguments, call_id=call_id, middleware=middleware, approver=approver
                 ),
                 self._owner,
+                self._pin(),
             )
         except asyncio.CancelledError:
             return _closed_during_call(name)
@@ -267,7 +280,7 @@ class Toolkit:
         batch = list(calls)
         self._current()
         try:
-            return run_on(self._loop, self.aexecute_many(batch), self._owner)
+            return run_on(self._loop, self.aexecute_many(batch), self._owner, self._pin())
         except asyncio.CancelledError:
             return [_closed_during_call(c.name) for c in batch]
 
