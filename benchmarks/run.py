@@ -20,7 +20,8 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,20 @@ def table(title: str, rows: list[Row]) -> None:
 
 
 # -- core ------------------------------------------------------------------------------------
+
+COLOCATE_ENV = "TOOLNEXUS_COLOCATE"
+
+
+@contextmanager
+def _cpu_burner() -> Iterator[None]:
+    """A process spinning on one CPU for as long as the block runs."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
 
 
 def bench_core() -> None:
@@ -124,6 +139,32 @@ def bench_core() -> None:
                 "informational",
             )
         )
+        with _cpu_burner():
+            busy = median_us(lambda: tk.execute("add", args), number=5_000, repeat=9)
+        rows.append(
+            (
+                "sync `execute`, another process keeping a CPU busy",
+                busy,
+                "µs",
+                "informational: co-scheduling under load",
+            )
+        )
+    os.environ[COLOCATE_ENV] = "0"
+    try:
+        with create_toolkit(
+            extra_tools=[add], middleware=[timeout(30), truncate(30_000)]
+        ) as tk:
+            apart = median_us(lambda: tk.execute("add", args), number=5_000, repeat=9)
+    finally:
+        del os.environ[COLOCATE_ENV]
+    rows.append(
+        (
+            f"sync `execute` with co-scheduling off (`{COLOCATE_ENV}=0`)",
+            apart,
+            "µs",
+            f"informational: {apart / sync:.1f}x the default; idle-vCPU wake-ups",
+        )
+    )
     try:
         from langchain_core.tools import StructuredTool
 
