@@ -103,9 +103,26 @@ def test_sync_calls_are_co_scheduled_but_tool_code_never_runs_pinned() -> None:
             assert tk.execute("loop_mask").structured == ALL
             assert tk.execute("worker_mask").structured == ALL
         assert tk.execute("child_mask").structured == ALL
-        assert _handoffs(tk) - before == 41
+        # A call finding the loop thread not yet back asleep is not co-scheduled; most are.
+        assert _handoffs(tk) - before >= 20
         assert sorted(os.sched_getaffinity(0)) == ALL
-        assert sorted(os.sched_getaffinity(_loop_tid(tk))) == ALL
+
+
+def test_the_idle_loop_thread_is_pinned_only_until_it_wakes() -> None:
+    with _toolkit() as tk:
+        tid = _loop_tid(tk)
+        assert tk._loop_thread is not None
+        pin = tk._loop_thread.pin
+        mask = pin.pin()
+        assert mask is not None, "the loop thread is asleep between calls"
+        try:
+            assert len(os.sched_getaffinity(tid)) == 1
+            assert os.sched_getaffinity(tid) == os.sched_getaffinity(0)
+        finally:
+            pin.restore(mask)
+        assert sorted(os.sched_getaffinity(0)) == ALL
+        assert tk.execute("loop_mask").structured == ALL
+        assert sorted(os.sched_getaffinity(tid)) == ALL
 
 
 def test_the_callers_own_mask_comes_back() -> None:
@@ -191,26 +208,27 @@ def test_a_refusing_kernel_turns_it_off_without_failing_a_call(
         assert sorted(os.sched_getaffinity(0)) == ALL
 
 
-def test_a_loop_busy_with_a_call_is_not_pinned_for_the_next_one() -> None:
+def test_a_call_in_flight_never_sees_a_pin_from_other_callers() -> None:
     started, release = threading.Event(), threading.Event()
 
     @tool
-    async def hold() -> str:
-        """Stay in flight until the test lets go."""
+    async def hold() -> list[int]:
+        """Stay in flight until the test lets go, then report the loop thread's mask."""
         started.set()
         await asyncio.to_thread(release.wait)
-        return "released"
+        return sorted(os.sched_getaffinity(0))
 
     with create_toolkit(extra_tools=[hold, loop_mask]) as tk:
-        results: list[str] = []
-        holder = threading.Thread(target=lambda: results.append(tk.execute("hold").text))
+        results: list[Any] = []
+        holder = threading.Thread(target=lambda: results.append(tk.execute("hold").structured))
         holder.start()
-        started.wait()
-        before = _handoffs(tk)
-        assert tk.execute("loop_mask").structured == ALL
-        assert _handoffs(tk) == before
-        release.set()
-        holder.join()
-        assert results == ["released"]
-        assert tk.execute("loop_mask").structured == ALL
-        assert _handoffs(tk) == before + 1
+        try:
+            started.wait()
+            before = _handoffs(tk)
+            for _ in range(20):
+                assert tk.execute("loop_mask").structured == ALL
+            assert _handoffs(tk) > before  # the loop sleeps while `hold` waits: pinned then
+        finally:
+            release.set()
+            holder.join()
+        assert results == [ALL]

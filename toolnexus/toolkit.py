@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._affinity import LoopPin
 from ._loop import LoopThread, run_on
 from .approval import ApprovalPolicy, Approver, Verdict
 from .base import Result, Tool, ToolCall
@@ -27,6 +26,8 @@ from .registry import Registry
 
 if TYPE_CHECKING:
     from .reload import ReloadEvent, Watcher
+
+T = TypeVar("T")
 
 __all__ = ["Generation", "Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
 
@@ -209,16 +210,11 @@ class Toolkit:
                 self._calls.discard(task)
             gen.leave()
 
-    def _pin(self) -> LoopPin | None:
-        """The loop thread's co-scheduling pin, for a sync call that finds the loop idle.
-
-        Only for a loop thread this toolkit owns (never a user's loop), and only when no call
-        is running: a busy loop thread would run that call's code pinned until it wakes for
-        ours.
-        """
-        if self._loop_thread is None or self._calls:
-            return None
-        return self._loop_thread.pin
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
+        if self._loop_thread is not None:
+            return self._loop_thread.run(coro)
+        return run_on(self._loop, coro, self._owner)
 
     def execute(
         self,
@@ -232,13 +228,10 @@ class Toolkit:
         """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
         self._current()
         try:
-            return run_on(
-                self._loop,
+            return self._run(
                 self.aexecute(
                     name, arguments, call_id=call_id, middleware=middleware, approver=approver
-                ),
-                self._owner,
-                self._pin(),
+                )
             )
         except asyncio.CancelledError:
             return _closed_during_call(name)
@@ -280,7 +273,7 @@ class Toolkit:
         batch = list(calls)
         self._current()
         try:
-            return run_on(self._loop, self.aexecute_many(batch), self._owner, self._pin())
+            return self._run(self.aexecute_many(batch))
         except asyncio.CancelledError:
             return [_closed_during_call(c.name) for c in batch]
 
@@ -305,7 +298,7 @@ class Toolkit:
     def reload(self) -> ReloadEvent:
         """Synchronous `areload`."""
         self._current()
-        return run_on(self._loop, self.areload(), self._owner)
+        return self._run(self.areload())
 
     def watch(self, *, debounce_ms: int = 25) -> None:
         """Start watching the source files; every change triggers a reload."""
@@ -355,7 +348,7 @@ class Toolkit:
     def close(self) -> None:
         """Synchronous `aclose`; also stops the private loop thread."""
         if self._state is ToolkitState.OPEN:
-            run_on(self._loop, self.aclose(), self._owner)
+            self._run(self.aclose())
         if self._loop_thread is not None:
             self._loop_thread.stop()
 

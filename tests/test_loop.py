@@ -1,0 +1,91 @@
+"""The private loop thread: hand-offs from many threads, and its end never strands a caller."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from toolnexus._loop import LoopThread, _Handoff
+from toolnexus.errors import UsageError
+
+
+async def _double(n: int) -> int:
+    await asyncio.sleep(0)
+    return 2 * n
+
+
+async def _fail() -> None:
+    raise KeyError("missing")
+
+
+@pytest.mark.parametrize("colocate", [True, False])
+def test_hand_offs_from_many_threads_each_get_their_own_answer(colocate: bool) -> None:
+    lt = LoopThread(colocate=colocate)
+    wrong: list[str] = []
+
+    def caller(base: int) -> None:
+        for i in range(200):
+            got = lt.run(_double(base + i))
+            if got != 2 * (base + i):
+                wrong.append(f"{base + i} -> {got}")
+
+    threads = [threading.Thread(target=caller, args=(1000 * k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lt.stop()
+    assert wrong == []
+
+
+def test_an_exception_reaches_the_caller_as_itself() -> None:
+    lt = LoopThread()
+    try:
+        with pytest.raises(KeyError, match="missing"):
+            lt.run(_fail())
+        assert lt.run(_double(4)) == 8
+    finally:
+        lt.stop()
+
+
+def test_calling_from_the_loop_thread_itself_is_refused() -> None:
+    lt = LoopThread()
+    try:
+
+        async def nested() -> str:
+            coro = _double(1)
+            try:
+                lt.run(coro)
+            except UsageError as exc:
+                return str(exc)
+            return "no error"
+
+        assert "use the async API there" in lt.run(nested())
+    finally:
+        lt.stop()
+
+
+def test_a_hand_off_queued_when_the_loop_ends_is_answered_not_stranded() -> None:
+    lt = LoopThread()
+    queued = _Handoff(_double(3))
+    entered, go = threading.Event(), threading.Event()
+
+    def hold_then_stop() -> None:
+        # Runs on the loop thread: queue a hand-off the loop will never get to drain, then stop.
+        entered.set()
+        go.wait()
+        lt._inbox.append(queued)
+        lt.loop.stop()
+
+    lt.loop.call_soon_threadsafe(hold_then_stop)
+    entered.wait()
+    go.set()
+    with pytest.raises(asyncio.CancelledError):
+        queued.wait()
+    lt._thread.join(timeout=10)
+    assert not lt._thread.is_alive()
+    with pytest.raises(RuntimeError, match="event loop has ended"):
+        lt.run(_double(1))
+    lt.stop()  # stopping an ended loop thread is a no-op
