@@ -188,16 +188,17 @@ def test_the_environment_variable_turns_it_off(
         assert _handoffs(tk) == 0
 
 
+@pytest.mark.parametrize("refused", ["sched_setaffinity", "sched_getaffinity"])
 def test_a_refusing_kernel_turns_it_off_without_failing_a_call(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, refused: str
 ) -> None:
-    # A seccomp profile that forbids sched_setaffinity cannot be installed here; stand in for it.
-    def refuse(pid: int, mask: Any) -> None:
+    # A seccomp profile that forbids these calls cannot be installed here; stand in for it.
+    def refuse(*args: Any) -> None:
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
     with _toolkit() as tk:
         before = _handoffs(tk)
-        monkeypatch.setattr(os, "sched_setaffinity", refuse)
+        monkeypatch.setattr(os, refused, refuse)
         assert tk.execute("add", {"a": 2, "b": 2}).text == "4"
         assert tk.execute("add", {"a": 3, "b": 2}).text == "5"
         assert tk._loop_thread is not None

@@ -114,8 +114,12 @@ class LoopPin:
         if getcpu is None:
             self.enabled = False
             return None
-        cpu = getcpu()
-        mine = os.sched_getaffinity(0)
+        cpu = getcpu()  # -1 on failure: in no mask
+        try:
+            mine = os.sched_getaffinity(0)
+        except OSError as exc:
+            self._refused(exc)
+            return None
         if cpu not in self._mask or cpu not in mine:
             return None
         if not self._running.acquire(blocking=False):
