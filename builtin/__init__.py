@@ -70,5 +70,21 @@ def toolset(options: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
         factory: Callable[[Mapping[str, Any]], list[Tool]] = getattr(
             importlib.import_module(f"{__name__}.{module}"), factory_name
         )
-        tools += [t for t in factory(module_options) if t.name in keep]
+        try:
+            made = factory(module_options)
+        except ConfigError as exc:
+            sharing = [n for n in sorted(wanted) if _MODULES[n] == (module, factory_name)]
+            field = _option_field(exc.field, sharing, options)
+            raise ConfigError(exc.message, field=field) from exc
+        tools += [t for t in made if t.name in keep]
     return tools
+
+
+def _option_field(field: str, sharing: list[str], options: Mapping[str, Any]) -> str:
+    """`builtins.<tool>.<option>` for an option a module's factory refused: the tools of a
+    module share their options, so the tool is the one whose options hold it."""
+    key = field.split(".", 1)[0].split("[", 1)[0]
+    for name in (*sharing, "*"):
+        if key in options.get(name, {}):
+            return f"builtins.{name}.{field}"
+    return f"builtins.{field}"

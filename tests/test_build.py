@@ -448,3 +448,55 @@ def test_builtin_fetch_is_not_cut_off_by_the_process_sandbox_defaults(
         assert not fetched.is_error, fetched.content
         read = tk.get("read")
         assert read is not None and read.sandbox is not None  # file tools do use the policy
+
+
+@pytest.mark.parametrize(
+    ("top", "where", "field", "message"),
+    [
+        (
+            """
+            version: 1
+            builtins:
+              fetch:
+                allow_hosts: [127.0.0.1]
+                allow_privat: true
+            """,
+            "tools.yaml:5",
+            "builtins.fetch.allow_privat",
+            "did you mean 'allow_private'",
+        ),
+        (
+            """
+            version: 1
+            builtins:
+              read: {}
+              shell:
+                approval:
+                  rules: [{when: nonsense, action: allow}]
+            """,
+            "tools.yaml:6",
+            "builtins.shell.approval.rules[0]",
+            "unknown key 'action'",
+        ),
+        (
+            """
+            version: 1
+            include: [team.yaml]
+            """,
+            "team.yaml:4",
+            "builtins.gerp",
+            "did you mean 'grep'",
+        ),
+    ],
+)
+def test_bad_builtin_options_name_the_file_line_and_field(
+    tmp_path: Path, top: str, where: str, field: str, message: str
+) -> None:
+    write(tmp_path, "team.yaml", "version: 1\nbuiltins:\n  - grep\n  - gerp\n")
+    manifest = write(tmp_path, "tools.yaml", top)
+    with pytest.raises(ManifestError) as err:
+        create_toolkit(manifest)
+    (issue,) = err.value.issues
+    assert f"{issue.file}:{issue.line}" == str(tmp_path / where)
+    assert issue.field.startswith(field)
+    assert message in issue.message

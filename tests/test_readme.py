@@ -197,14 +197,15 @@ def test_an_unknown_builtin_option_is_refused_with_a_suggestion(
 ) -> None:
     with pytest.raises(ConfigError, match="did you mean 'max_lines'"):
         create_toolkit(builtins={"read": {"max_line": 500}})
-    # From a manifest it is a ConfigError today (unlocated; see the report on build.py), a
-    # located ManifestError once the builder reports it as an issue: either names the fix.
-    with pytest.raises((ConfigError, ManifestError), match="did you mean 'max_lines'"):
+    # From a manifest it is a ManifestError located at the option.
+    with pytest.raises(ManifestError, match=r"<manifest>:2:\d+: .*did you mean 'max_lines'"):
         create_toolkit("version: 1\nbuiltins: {read: {max_line: 500}}\n")
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\nbuiltins: {read: {max_line: 500}}\n", encoding="utf-8")
     assert main(["validate", str(path)]) == 1
-    assert f"{path}: " in (err := capsys.readouterr().err) and "did you mean 'max_lines'" in err
+    err = capsys.readouterr().err
+    assert f"{path}:2:" in err and "builtins.read.max_line" in err
+    assert "did you mean 'max_lines'" in err
     assert "Traceback" not in err
 
 

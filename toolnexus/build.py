@@ -115,9 +115,7 @@ async def build_generation(
                 if manifest is None:
                     raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
                 field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
-                issues.items.append(
-                    ManifestIssue(message=exc.message, file=_source(manifest), field=field)
-                )
+                issues.items.append(_builtin_issue(exc.message, field, manifest))
 
         permissions = manifest_permissions(manifest, options.permissions, issues)
         if manifest is not None and manifest.mcp_servers:
@@ -560,6 +558,20 @@ def load_toolset(name: str, options: Mapping[str, Mapping[str, Any]]) -> list[To
         )
     factory = next(iter(found)).load()
     return list(factory(options))
+
+
+def _builtin_issue(message: str, field: str, manifest: Manifest) -> ManifestIssue:
+    """A builtin's options refused by its builder, located where they are written
+    (`field` is `builtins.<name>[.<option>...]`)."""
+    _, _, rest = field.partition(".")
+    name, _, sub = rest.partition(".")
+    site = manifest.builtin_sites.get(name) or manifest.builtin_sites.get("*")
+    if site is None:
+        return ManifestIssue(message=message, file=_source(manifest), field=field)
+    where = site.locate(sub)
+    return ManifestIssue(
+        message=message, file=where.file, line=where.line, column=where.column, field=field
+    )
 
 
 def _source(manifest: Manifest | None) -> str | None:

@@ -21,6 +21,7 @@ from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
 from .interpolate import interpolate
 from .model import (
+    BuiltinSite,
     Defaults,
     IncludeDecl,
     Location,
@@ -173,6 +174,7 @@ class _Loader:
         self.server_names: dict[str, ServerDecl] = {}
         self.permissions: list[PermissionDecl] = []
         self.builtins: dict[str, dict[str, Any]] = {}
+        self.builtin_sites: dict[str, BuiltinSite] = {}
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -229,6 +231,7 @@ class _Loader:
             tools=tuple(self.tools),
             mcp_servers=tuple(self.servers),
             builtins=self.builtins,
+            builtin_sites=self.builtin_sites,
             includes=tuple(self.includes),
             files=tuple(self.files),
             source=Path(os.path.abspath(top_file)) if top_file is not None else None,
@@ -415,9 +418,14 @@ class _Loader:
             if name != "from" and ok(("mcp_servers", name)):
                 self.server(name, entry, ("mcp_servers", name), ctx, inner)
         if ok(("builtins",)):
-            for name, options in _builtins(data.get("builtins")).items():
+            raw = data.get("builtins")
+            for name, options in _builtins(raw).items():
                 if name == "*" or _passes(scope.chain, name):
                     self.builtins[name] = options
+                    path = _builtin_path(raw, name)
+                    self.builtin_sites[name] = BuiltinSite(
+                        where=ctx.loc(path), path=path, positions=ctx.positions
+                    )
         header = {k: data[k] for k in ("name", "workspace", "roots") if k in data and ok((k,))}
         header["__defaults__"] = own
         header["__middleware__"] = middleware
@@ -727,6 +735,15 @@ def _builtins(value: Any) -> dict[str, dict[str, Any]]:
     if isinstance(value, list):
         return {name: {} for name in value}
     return {name: dict(options or {}) for name, options in value.items()}
+
+
+def _builtin_path(raw: Any, name: str) -> NodePath:
+    """Where builtin `name` is written: its key, its list item, or `builtins: all` itself."""
+    if isinstance(raw, list):
+        return ("builtins", raw.index(name))
+    if isinstance(raw, dict):
+        return ("builtins", name)
+    return ("builtins",)
 
 
 def _passes(chain: Sequence[IncludeDecl], name: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from .yamlpos import NodePath, Positions
 
 __all__ = [
+    "BuiltinSite",
     "Defaults",
     "IncludeDecl",
     "Location",
@@ -197,6 +198,12 @@ class ServerDecl(_Located):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BuiltinSite(_Located):
+    """Where a builtin tool's options are written, so that a builder's complaint about them
+    (an unknown option, a bad approval rule) names the file and line."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     """A loaded manifest and everything it includes.
 
@@ -221,6 +228,8 @@ class Manifest:
     builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """name -> options; `all` is `{"*": {}}`. Included manifests' builtins are merged in
     (the including manifest's options win for a name both list)."""
+    builtin_sites: Mapping[str, BuiltinSite] = field(default_factory=dict)
+    """name -> where the options in `builtins` were written (same keys)."""
     includes: tuple[IncludeDecl, ...] = ()
     """Every include resolved, depth-first in file order."""
     files: tuple[Path, ...] = ()
