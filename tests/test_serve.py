@@ -48,6 +48,7 @@ def add(a: int, b: int) -> int:
 
 MANIFEST = """
 version: 1
+name: team-math
 tools:
   - name: add
     python: mathmod:add
@@ -236,6 +237,7 @@ async def test_stdio_serves_annotated_tools_rules_and_reloads(tmp_path: Path) ->
             elicitation_callback=approve,
         )
         async with client:
+            assert client.server_info.name == "team-math"  # the manifest's name
             assert client.server_capabilities is not None
             assert client.server_capabilities.tools is not None
             assert client.server_capabilities.tools.list_changed is True
@@ -304,6 +306,7 @@ async def test_http_requires_the_bearer_token(http_server: Served) -> None:
         assert statuses and set(statuses) == {401}
 
         async with http_client(http_server.url) as client:
+            assert client.server_info.name == "team-math"
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"add", "say"} <= names
             added = await client.call_tool("add", {"a": 1, "b": 2})

@@ -40,9 +40,15 @@ def test_sync_api_runs_calls_and_lists_tools() -> None:
         assert tk.get("nope") is None
         assert "add" in tk
         assert tk.generation == 1
+        assert tk.name is None  # no manifest
         assert tk.check("add", {"a": 1, "b": 2}).decision is Decision.ALLOW
         results = tk.execute_many([ToolCall(name="add", arguments={"a": 1, "b": 1})] * 3)
         assert [r.content for r in results] == ["2", "2", "2"]
+
+
+def test_the_toolkit_carries_the_manifests_name() -> None:
+    with create_toolkit("version: 1\nname: team-tools\n", extra_tools=[add]) as tk:
+        assert tk.name == "team-tools"
 
 
 def test_sync_api_works_inside_a_running_event_loop() -> None:

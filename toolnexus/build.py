@@ -159,6 +159,7 @@ async def build_generation(
             resources=stack,
             files=tuple(dict.fromkeys(p.resolve() for p in files)),
             hidden=hidden,
+            name=manifest.name if manifest is not None else None,
         )
         # Shared with the generation that may adopt these servers; see `_close_unadopted`.
         gen.carry.update(mcp=servers, adopted=set(), decls=server_decls)

@@ -226,7 +226,7 @@ class _Announcer:
             await connection.send_tool_list_changed()
 
 
-def build_server(toolkit: Toolkit, *, name: str = "toolnexus") -> Server[Any]:
+def build_server(toolkit: Toolkit, *, name: str | None = None) -> Server[Any]:
     """An MCP `Server` (low-level SDK) that lists and runs `toolkit`'s tools.
 
     Serve it with `serve_stdio`, `http_app`, any SDK transport, or in-process with
@@ -235,13 +235,13 @@ def build_server(toolkit: Toolkit, *, name: str = "toolnexus") -> Server[Any]:
 
     Args:
         toolkit: the tools to serve; the caller keeps ownership (close it after serving).
-        name: the server name clients see.
+        name: the server name clients see; default: the manifest's `name:`, else `toolnexus`.
     """
     return _build_server(toolkit, name)[0]
 
 
 def _build_server(
-    toolkit: Toolkit, name: str
+    toolkit: Toolkit, name: str | None
 ) -> tuple[Server[Any], Callable[[ReloadEvent], Awaitable[None]]]:
     """The server, and the reload listener it added to `toolkit.on_reload` (for removal when
     the toolkit outlives the server)."""
@@ -251,6 +251,8 @@ def _build_server(
     from mcp.server.subscriptions import ListenHandler
 
     from .adapters import mcp_result, mcp_tools
+
+    name = name or toolkit.name or "toolnexus"
 
     announcer = _Announcer()
 
@@ -409,7 +411,7 @@ def _approval_gate(
 # --- stdio ------------------------------------------------------------------------------------
 
 
-async def serve_stdio(toolkit: Toolkit, *, name: str = "toolnexus") -> None:
+async def serve_stdio(toolkit: Toolkit, *, name: str | None = None) -> None:
     """Serve `toolkit` on this process's stdin/stdout until the client closes stdin.
 
     The SDK moves the process's own stdout onto stderr while serving, so a tool that prints
@@ -560,7 +562,7 @@ def http_app(
             else:
                 toolkit = await acreate_toolkit(Path(source), watch=watch)
                 stack.push_async_callback(toolkit.aclose)
-            server, listener = _build_server(toolkit, "toolnexus")
+            server, listener = _build_server(toolkit, None)
             stack.callback(toolkit.on_reload.remove, listener)
             manager = StreamableHTTPSessionManager(
                 app=server,

@@ -56,6 +56,8 @@ class Generation:
     """Every file this generation was built from (manifests, OpenAPI specs, Python modules)."""
     hidden: frozenset[str] = frozenset()
     """Tools denied outright by the permissions: callable never, listed never."""
+    name: str | None = None
+    """The manifest's `name:` (None without one)."""
     carry: dict[str, Any] = field(default_factory=dict)
     """Resources the next generation may adopt (MCP sessions keyed by their configuration)."""
     inflight: int = 0
@@ -115,6 +117,12 @@ class Toolkit:
         self.on_reload: list[Callable[[ReloadEvent], Any]] = []
 
     # -- the current generation ----------------------------------------------------------
+
+    @property
+    def name(self) -> str | None:
+        """The manifest's `name:`, or None (no manifest, or none given). Serving the toolkit
+        over MCP announces it as the server name."""
+        return self._current().name
 
     @property
     def generation(self) -> int:
