@@ -241,6 +241,23 @@ async def test_ask_goes_to_sync_and_async_approvers() -> None:
     assert "declined" in refused.content
 
 
+async def test_an_approver_refusing_with_a_tool_error_gives_the_model_its_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def busy(request: ApprovalRequest) -> bool:
+        raise ToolError("the reviewer is away until Monday; do something read-only")
+
+    t = Tool(
+        name="t", handler=add.handler, parameters=add.parameters, approval=_Rules(Decision.ASK)
+    )
+    with caplog.at_level("ERROR", logger="toolnexus"):
+        result = await make(t, approver=busy).execute("t", {"a": 1, "b": 2})
+    assert result.is_error
+    assert "the reviewer is away until Monday; do something read-only" in result.content
+    assert result.metadata["error_type"] == "ApprovalDenied"
+    assert caplog.records == []  # an expected refusal, not a crash: no traceback logged
+
+
 async def test_crashing_approver_and_crashing_policy_fail_closed() -> None:
     def boom(request: ApprovalRequest) -> bool:
         raise OSError("tty gone")

@@ -447,6 +447,32 @@ async def test_build_server_announces_reloads_of_a_toolkit_on_another_loop(tmp_p
 
 
 @pytest.mark.anyio
+async def test_an_unanswered_approval_question_refuses_the_call_in_time(tmp_path: Path) -> None:
+    """A handshake-era client whose user never answers: the call is refused after the
+    server's approval timeout, with a message the model can act on, and nothing runs."""
+    manifest = write_manifest(tmp_path)
+    asked = anyio.Event()
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with await acreate_toolkit(manifest) as toolkit:
+        server = build_server(toolkit, approval_timeout=0.2)
+        with anyio.fail_after(WAIT):
+            async with mcp.Client(server, mode="legacy", elicitation_callback=never) as client:
+                assert client.server_info.name == "team-math"
+                result = await client.call_tool("say", {"text": "please wave"})
+                assert asked.is_set()
+                assert result.is_error
+                text = result.content[0].text  # type: ignore[union-attr]
+                assert "nobody answered the approval question within 0.2 s" in text
+                allowed = await client.call_tool("say", {"text": "hello"})
+                assert not allowed.is_error
+
+
+@pytest.mark.anyio
 async def test_http_app_serves_a_toolkit_with_a_token(tmp_path: Path) -> None:
     """`http_app(toolkit)` as a library user mounts it: any ASGI server, here in process."""
     manifest = write_manifest(tmp_path)

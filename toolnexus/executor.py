@@ -231,6 +231,10 @@ class Executor:
             answer = approver(request)
             if inspect.isawaitable(answer):
                 answer = await answer
+        except ToolError as exc:  # the approver's own reason for refusing, meant for the model
+            return Verdict(
+                decision=Decision.DENY, rule=verdict.rule, origin=verdict.origin, reason=str(exc)
+            )
         except Exception as exc:  # an approver crash must fail closed
             logger.exception("approver failed for %r; denying the call", tool.name)
             return Verdict(

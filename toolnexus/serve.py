@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .approval import Decision
-from .errors import ConfigError
+from .errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
     import mcp.types
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .toolkit import Toolkit
 
 __all__ = [
+    "APPROVAL_TIMEOUT_S",
     "HEALTH_PATH",
     "MCP_PATH",
     "ServeOptions",
@@ -66,6 +67,9 @@ MCP_PATH = "/mcp"
 """Where the streamable HTTP endpoint lives."""
 HEALTH_PATH = "/healthz"
 """`GET` answers 200 once the worker's toolkit is built (no token needed: it reveals nothing)."""
+APPROVAL_TIMEOUT_S = 600.0
+"""How long a mid-call approval question waits for the client's user before the call is
+refused (a question nobody answers would otherwise hold the call, and its worker, forever)."""
 
 _ENV_MANIFEST = "TOOLNEXUS_SERVE_MANIFEST"
 _ENV_TOKEN = "TOOLNEXUS_SERVE_TOKEN"
@@ -226,7 +230,9 @@ class _Announcer:
             await connection.send_tool_list_changed()
 
 
-def build_server(toolkit: Toolkit, *, name: str | None = None) -> Server[Any]:
+def build_server(
+    toolkit: Toolkit, *, name: str | None = None, approval_timeout: float = APPROVAL_TIMEOUT_S
+) -> Server[Any]:
     """An MCP `Server` (low-level SDK) that lists and runs `toolkit`'s tools.
 
     Serve it with `serve_stdio`, `http_app`, any SDK transport, or in-process with
@@ -236,12 +242,14 @@ def build_server(toolkit: Toolkit, *, name: str | None = None) -> Server[Any]:
     Args:
         toolkit: the tools to serve; the caller keeps ownership (close it after serving).
         name: the server name clients see; default: the manifest's `name:`, else `toolnexus`.
+        approval_timeout: seconds a mid-call approval question waits for the client's user;
+            then the call is refused with a message saying so.
     """
-    return _build_server(toolkit, name)[0]
+    return _build_server(toolkit, name, approval_timeout)[0]
 
 
 def _build_server(
-    toolkit: Toolkit, name: str | None
+    toolkit: Toolkit, name: str | None, approval_timeout: float = APPROVAL_TIMEOUT_S
 ) -> tuple[Server[Any], Callable[[ReloadEvent], Awaitable[None]]]:
     """The server, and the reload listener it added to `toolkit.on_reload` (for removal when
     the toolkit outlives the server)."""
@@ -283,7 +291,7 @@ def _build_server(
         verdict = toolkit.check(params.name, arguments)
         approver: Approver = _refuse
         if verdict.decision is Decision.ASK:
-            gate = _approval_gate(ctx, params, arguments, verdict)
+            gate = _approval_gate(ctx, params, arguments, verdict, approval_timeout)
             if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
                 return gate
             approver = gate
@@ -358,7 +366,11 @@ def _accepted(answer: mcp.types.ElicitResult) -> bool:
 
 
 def _approval_gate(
-    ctx: Any, params: mcp.types.CallToolRequestParams, arguments: Any, verdict: Verdict
+    ctx: Any,
+    params: mcp.types.CallToolRequestParams,
+    arguments: Any,
+    verdict: Verdict,
+    timeout: float,
 ) -> Approver | mcp.types.CallToolResult | mcp.types.InputRequiredResult:
     """How this call's `ask` is answered: an approver for the executor, or the result to send
     instead of running the call (a refusal, or the question as an `InputRequiredResult`)."""
@@ -400,9 +412,18 @@ def _approval_gate(
         )
 
     async def elicit(request: ApprovalRequest) -> bool:
-        answer = await ctx.session.elicit_form(
-            question, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
-        )
+        import anyio
+
+        try:
+            with anyio.fail_after(timeout):
+                answer = await ctx.session.elicit_form(
+                    question, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
+                )
+        except TimeoutError:
+            raise ToolError(
+                f"nobody answered the approval question within {timeout:g} s, so the call "
+                "was not run"
+            ) from None
         return _accepted(answer)
 
     return elicit
