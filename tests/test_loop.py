@@ -89,3 +89,43 @@ def test_a_hand_off_queued_when_the_loop_ends_is_answered_not_stranded() -> None
     with pytest.raises(RuntimeError, match="event loop has ended"):
         lt.run(_double(1))
     lt.stop()  # stopping an ended loop thread is a no-op
+
+
+def test_a_hand_off_cancelled_before_its_first_step_is_answered() -> None:
+    """A task cancelled before it ever ran never enters its body: its caller is answered all
+    the same, on the toolkit's loop thread and on a foreign loop."""
+    lt = LoopThread()
+    queued = _Handoff(_double(3))
+    entered, go = threading.Event(), threading.Event()
+
+    def start_then_stop() -> None:
+        entered.set()
+        go.wait()
+        lt._started.add(queued)
+        queued.start(lt.loop, lt._started)  # its first step would run next iteration
+        lt.loop.stop()
+
+    lt.loop.call_soon_threadsafe(start_then_stop)
+    entered.wait()
+    go.set()
+    with pytest.raises(asyncio.CancelledError):
+        queued.wait()
+    lt.stop()
+
+    loop = asyncio.new_event_loop()
+    try:
+        foreign = _Handoff(_double(5))
+
+        def start_then_cancel() -> None:
+            foreign.start_settled(loop)
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon(start_then_cancel)
+        for _ in range(3):  # the cancelled step, then its done-callback
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        with pytest.raises(asyncio.CancelledError):
+            foreign.wait()
+    finally:
+        loop.close()

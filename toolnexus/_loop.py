@@ -43,6 +43,9 @@ class LoopThread:
         self._gate = threading.Lock()
         """Orders hand-offs against the loop's end: none is queued after its last drain."""
         self._ended = False
+        self._stopping = False
+        self._started: set[_Handoff[Any]] = set()
+        """Hand-offs whose task exists but has not answered (loop thread only)."""
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if _EVENTFD else -1
         started = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
@@ -58,19 +61,21 @@ class LoopThread:
         try:
             self.loop.run_forever()
         finally:
-            # Whatever still runs is cancelled and awaited, so every waiting thread is woken
-            # (its call ends with CancelledError) instead of waiting forever.
+            # Whatever still runs is cancelled and awaited, and every hand-off not answered by
+            # then (queued, or its task cancelled before it ever ran) is answered with
+            # CancelledError: no waiting thread is left waiting forever.
+            self._stopping = True
+            if self._wake_fd >= 0:
+                self.loop.remove_reader(self._wake_fd)
             pending = asyncio.all_tasks(self.loop)
             for task in pending:
                 task.cancel()
             self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            if self._wake_fd >= 0:
-                self.loop.remove_reader(self._wake_fd)
             self.loop.close()
             with self._gate:
                 self._ended = True
-                leftovers = list(self._inbox)
+                leftovers = [*self._started, *self._inbox]
                 self._inbox.clear()
                 if self._wake_fd >= 0:
                     os.close(self._wake_fd)
@@ -83,9 +88,11 @@ class LoopThread:
                 os.eventfd_read(self._wake_fd)
             except BlockingIOError:
                 pass  # an earlier drain took this wake-up along with its hand-off
-        inbox = self._inbox
-        while inbox:
-            inbox.popleft().start(self.loop)
+        inbox, started = self._inbox, self._started
+        while inbox and not self._stopping:
+            handoff = inbox.popleft()
+            started.add(handoff)
+            handoff.start(self.loop, started)
 
     @property
     def thread_id(self) -> int | None:
@@ -131,7 +138,7 @@ class _Handoff(Generic[T]):
     A lock used as a one-shot signal is cheaper than `concurrent.futures.Future` on this path,
     which every synchronous call takes."""
 
-    __slots__ = ("_coro", "_done", "_error", "_result")
+    __slots__ = ("_coro", "_done", "_error", "_released", "_result")
 
     def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
         self._coro = coro
@@ -139,24 +146,45 @@ class _Handoff(Generic[T]):
         self._done.acquire()
         self._error: BaseException | None = None
         self._result: T | None = None
+        self._released = False
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.create_task(self._run())
+    def start(
+        self, loop: asyncio.AbstractEventLoop, started: set[_Handoff[Any]] | None = None
+    ) -> asyncio.Task[None]:
+        return loop.create_task(self._run(started))
 
-    async def _run(self) -> None:
+    def start_settled(self, loop: asyncio.AbstractEventLoop) -> None:
+        """`start`, for a loop with no `LoopThread` to answer it if its task never runs."""
+        self.start(loop).add_done_callback(self._settle)
+
+    async def _run(self, started: set[_Handoff[Any]] | None) -> None:
         # Releasing from inside the task saves the loop iteration a done-callback costs.
         try:
             self._result = await self._coro
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, re-raised there
             self._error = exc
         finally:
+            if started is not None:
+                started.discard(self)
+            self._release()
+
+    def _release(self) -> None:
+        # Only ever called on the loop's thread: no race between the task and `abandon`.
+        if not self._released:
+            self._released = True
             self._done.release()
 
+    def _settle(self, task: asyncio.Task[None]) -> None:
+        self.abandon()  # a no-op unless the task was cancelled before its body ran
+
     def abandon(self) -> None:
-        """The loop ended before starting it: the waiting thread gets CancelledError."""
+        """Never run (the loop ended first, or the task was cancelled before its first step):
+        the waiting thread gets CancelledError."""
+        if self._released:
+            return
         self._coro.close()
         self._error = asyncio.CancelledError()
-        self._done.release()
+        self._release()
 
     def wait(self) -> T:
         self._done.acquire()
@@ -185,5 +213,5 @@ def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], owner:
     """
     _refuse_own_thread(owner, coro)
     handoff = _Handoff(coro)
-    loop.call_soon_threadsafe(handoff.start, loop)
+    loop.call_soon_threadsafe(handoff.start_settled, loop)
     return handoff.wait()
