@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from toolnexus._loop import LoopThread, _Handoff
+from toolnexus._loop import LoopEnded, LoopThread, _Handoff
 from toolnexus.errors import UsageError
 
 
@@ -86,7 +86,7 @@ def test_a_hand_off_queued_when_the_loop_ends_is_answered_not_stranded() -> None
         queued.wait()
     lt._thread.join(timeout=10)
     assert not lt._thread.is_alive()
-    with pytest.raises(RuntimeError, match="event loop has ended"):
+    with pytest.raises(LoopEnded, match="event loop has ended"):
         lt.run(_double(1))
     lt.stop()  # stopping an ended loop thread is a no-op
 

@@ -51,6 +51,17 @@ def test_the_toolkit_carries_the_manifests_name() -> None:
         assert tk.name == "team-tools"
 
 
+def test_a_call_reaching_an_ended_loop_gets_a_result_and_close_still_works() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    assert tk._loop_thread is not None
+    tk._loop_thread.stop()  # what a concurrent close does between the state check and the call
+    result = tk.execute("add", {"a": 1, "b": 2})
+    assert result.is_error and "closed" in result.content
+    assert [r.is_error for r in tk.execute_many([ToolCall(name="add", arguments={})])] == [True]
+    tk.close()
+    assert tk.closed
+
+
 def test_sync_api_works_inside_a_running_event_loop() -> None:
     tk = create_toolkit(extra_tools=[add])
 

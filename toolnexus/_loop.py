@@ -22,7 +22,11 @@ T = TypeVar("T")
 
 _EVENTFD = hasattr(os, "eventfd")
 
-__all__ = ["LoopThread", "run_on"]
+__all__ = ["LoopEnded", "LoopThread", "run_on"]
+
+
+class LoopEnded(UsageError):
+    """A call reached a loop thread that has already ended (its toolkit closed meanwhile)."""
 
 
 class LoopThread:
@@ -103,7 +107,7 @@ class LoopThread:
 
         Raises:
             UsageError: called from the loop thread itself, which would deadlock.
-            RuntimeError: the loop thread has ended.
+            LoopEnded: the loop thread has ended.
         """
         _refuse_own_thread(self._thread.ident, coro)
         handoff = _Handoff(coro)
@@ -112,7 +116,7 @@ class LoopThread:
             with self._gate:  # the loop closes the eventfd under it too: never a stale fd
                 if self._ended:
                     coro.close()
-                    raise RuntimeError("the toolkit's event loop has ended")
+                    raise LoopEnded("this toolkit's event loop has ended; create a new toolkit")
                 self._inbox.append(handoff)
                 if self._wake_fd >= 0:
                     os.eventfd_write(self._wake_fd, 1)

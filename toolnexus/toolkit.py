@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._loop import LoopThread, run_on
+from ._loop import LoopEnded, LoopThread, run_on
 from .approval import ApprovalPolicy, Approver, Verdict
 from .base import Result, Tool, ToolCall
 from .errors import UsageError
@@ -241,7 +241,7 @@ class Toolkit:
                     name, arguments, call_id=call_id, middleware=middleware, approver=approver
                 )
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
             return _closed_during_call(name)
 
     async def aexecute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
@@ -282,7 +282,7 @@ class Toolkit:
         self._current()
         try:
             return self._run(self.aexecute_many(batch))
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, LoopEnded):
             return [_closed_during_call(c.name) for c in batch]
 
     def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
@@ -356,7 +356,10 @@ class Toolkit:
     def close(self) -> None:
         """Synchronous `aclose`; also stops the private loop thread."""
         if self._state is ToolkitState.OPEN:
-            self._run(self.aclose())
+            try:
+                self._run(self.aclose())
+            except LoopEnded:  # nothing left running to close
+                self._state = ToolkitState.CLOSED
         if self._loop_thread is not None:
             self._loop_thread.stop()
 
