@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -67,21 +68,20 @@ def test_calling_from_the_loop_thread_itself_is_refused() -> None:
         lt.stop()
 
 
+def _then_stop(lt: LoopThread, action: Callable[[], object]) -> None:
+    """Run `action` on the loop thread and stop its loop in the same iteration."""
+
+    def run() -> None:
+        action()
+        lt.loop.stop()
+
+    lt.loop.call_soon_threadsafe(run)
+
+
 def test_a_hand_off_queued_when_the_loop_ends_is_answered_not_stranded() -> None:
     lt = LoopThread()
     queued = _Handoff(_double(3))
-    entered, go = threading.Event(), threading.Event()
-
-    def hold_then_stop() -> None:
-        # Runs on the loop thread: queue a hand-off the loop will never get to drain, then stop.
-        entered.set()
-        go.wait()
-        lt._inbox.append(queued)
-        lt.loop.stop()
-
-    lt.loop.call_soon_threadsafe(hold_then_stop)
-    entered.wait()
-    go.set()
+    _then_stop(lt, lambda: lt._inbox.append(queued))  # queued, never drained (no wake-up)
     with pytest.raises(asyncio.CancelledError):
         queued.wait()
     lt._thread.join(timeout=10)
@@ -96,18 +96,12 @@ def test_a_hand_off_cancelled_before_its_first_step_is_answered() -> None:
     the same, on the toolkit's loop thread and on a foreign loop."""
     lt = LoopThread()
     queued = _Handoff(_double(3))
-    entered, go = threading.Event(), threading.Event()
 
-    def start_then_stop() -> None:
-        entered.set()
-        go.wait()
+    def start() -> None:
         lt._started.add(queued)
         queued.start(lt.loop, lt._started)  # its first step would run next iteration
-        lt.loop.stop()
 
-    lt.loop.call_soon_threadsafe(start_then_stop)
-    entered.wait()
-    go.set()
+    _then_stop(lt, start)
     with pytest.raises(asyncio.CancelledError):
         queued.wait()
     lt.stop()
