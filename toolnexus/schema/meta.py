@@ -1,0 +1,203 @@
+"""Meta-checks (`check_schema`): is a schema valid Draft 2020-12, and do its local `$ref`s resolve?
+
+Runs once per tool, at build. A fast structural pass accepts the common schemas; anything it is
+not sure about goes through jsonschema's meta-schema validation, and `jsonschema` is imported only
+then. Separate from validation, which checks arguments against a schema on every call.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from .._refs import MISSING, resolve_pointer
+from .._suggest import did_you_mean
+from ..errors import ConfigError
+from ._paths import _join_path, _json_path
+
+__all__ = ["check_schema"]
+
+
+_DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
+_SIMPLE_TYPES: Final = ("array", "boolean", "integer", "null", "number", "object", "string")
+_SCHEMA_MAP_KEYS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                                     "dependentSchemas"})
+_SCHEMA_KEYS: Final = frozenset({"additionalProperties", "items", "not", "if", "then", "else",
+                                 "contains", "propertyNames", "contentSchema"})
+_SCHEMA_ARRAY_KEYS: Final = frozenset({"prefixItems", "allOf", "anyOf", "oneOf"})
+_NON_NEGATIVE_KEYS: Final = frozenset({"minLength", "maxLength", "minItems", "maxItems",
+                                       "minProperties", "maxProperties", "minContains",
+                                       "maxContains"})
+_NUMBER_KEYS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_STRING_KEYS: Final = frozenset({"format", "title", "description", "$comment", "contentEncoding",
+                                 "contentMediaType"})
+_BOOL_KEYS: Final = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
+_FREE_KEYS: Final = frozenset({"default", "const"})
+_META_KNOWN: Final = frozenset(
+    {"$anchor", "$comment", "$defs", "$dynamicAnchor", "$dynamicRef", "$id", "$recursiveAnchor",
+     "$recursiveRef", "$ref", "$schema", "$vocabulary", "additionalProperties", "allOf", "anyOf",
+     "const", "contains", "contentEncoding", "contentMediaType", "contentSchema", "default",
+     "definitions", "dependencies", "dependentRequired", "dependentSchemas", "deprecated",
+     "description", "else", "enum", "examples", "exclusiveMaximum", "exclusiveMinimum", "format",
+     "if", "items", "maxContains", "maxItems", "maxLength", "maxProperties", "maximum",
+     "minContains", "minItems", "minLength", "minProperties", "minimum", "multipleOf", "not",
+     "oneOf", "pattern", "patternProperties", "prefixItems", "properties", "propertyNames",
+     "readOnly", "required", "then", "title", "type", "unevaluatedItems",
+     "unevaluatedProperties", "uniqueItems", "writeOnly"}
+)
+"""Every keyword the 2020-12 meta-schema constrains; any other key is free-form there."""
+_SAFE_REF: Final = re.compile(r"#(/[A-Za-z0-9_.~$%-]*)*")
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _is_non_negative_int(value: Any) -> bool:
+    return (type(value) is int or (type(value) is float and value.is_integer())) and value >= 0
+
+
+def _quick_meta_ok(schema: Any) -> bool:
+    """True only if `schema` is certainly valid against the 2020-12 meta-schema.
+
+    Mirrors the meta-schema for the keywords tools use; anything else (and any doubt) says False
+    and lets jsonschema decide, so this may be stricter than the meta-schema but never looser.
+    """
+    if schema is True or schema is False:
+        return True
+    if type(schema) is not dict:
+        return False
+    for key, value in schema.items():
+        if key not in _META_KNOWN:
+            continue
+        if key in _SCHEMA_KEYS:
+            ok = _quick_meta_ok(value)
+        elif key in _SCHEMA_MAP_KEYS:
+            ok = type(value) is dict and all(_quick_meta_ok(v) for v in value.values())
+            if ok and key == "patternProperties":
+                ok = all(_regex_ok(p) for p in value)
+        elif key in _SCHEMA_ARRAY_KEYS:
+            ok = type(value) is list and bool(value) and all(_quick_meta_ok(v) for v in value)
+        elif key in _NON_NEGATIVE_KEYS:
+            ok = _is_non_negative_int(value)
+        elif key in _NUMBER_KEYS:
+            ok = _is_number(value)
+        elif key in _STRING_KEYS:
+            ok = type(value) is str
+        elif key in _BOOL_KEYS:
+            ok = type(value) is bool
+        elif key in _FREE_KEYS:
+            ok = True
+        elif key == "type":
+            ok = value in _SIMPLE_TYPES if type(value) is str else (
+                type(value) is list
+                and bool(value)
+                and all(type(v) is str and v in _SIMPLE_TYPES for v in value)
+                and len(set(value)) == len(value)
+            )
+        elif key in ("enum", "examples"):
+            ok = type(value) is list
+        elif key == "required":
+            ok = _string_array_ok(value)
+        elif key == "dependentRequired":
+            ok = type(value) is dict and all(_string_array_ok(v) for v in value.values())
+        elif key == "multipleOf":
+            ok = _is_number(value) and value > 0
+        elif key == "pattern":
+            ok = type(value) is str and _regex_ok(value)
+        elif key == "$ref":
+            ok = type(value) is str and _SAFE_REF.fullmatch(value) is not None
+        elif key == "$schema":
+            ok = value == _DRAFT_2020_12
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _string_array_ok(value: Any) -> bool:
+    return (
+        type(value) is list
+        and all(type(v) is str for v in value)
+        and len(set(value)) == len(value)
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _regex_ok(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+def check_schema(schema: Any, *, field: str = "parameters") -> None:
+    """Check that `schema` is a valid Draft 2020-12 schema whose local `$ref`s all resolve.
+
+    Meant for build time. Common schemas are checked by a fast structural pass; anything it is
+    not sure about goes through jsonschema's meta-schema validation.
+
+    Raises:
+        ConfigError: every problem, each with the JSON path of the bad part (`field` names the
+            configuration key the schema came from).
+    """
+    if not _quick_meta_ok(schema):
+        problems = _meta_problems(schema)
+        if problems:
+            listed = "; ".join(f"{path}: {message}" for path, message in problems)
+            raise ConfigError(f"not a valid JSON Schema (Draft 2020-12): {listed}", field=field)
+    if isinstance(schema, dict) and not _has_key(schema, "$id"):
+        for path, ref in _local_refs(schema, "$"):
+            if resolve_pointer(schema, ref) is MISSING:
+                raise ConfigError(
+                    f"{path}: $ref {ref!r} points to nothing in this schema; define it under "
+                    "`$defs` or fix the reference",
+                    field=field,
+                )
+
+
+def _meta_problems(schema: Any) -> list[tuple[str, str]]:
+    from jsonschema import Draft202012Validator
+
+    meta = Draft202012Validator(
+        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+    problems = []
+    for error in meta.iter_errors(schema):
+        path = _json_path(error.absolute_path)
+        message = error.message
+        if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(
+            error.instance, str
+        ):
+            expected = ", ".join(_SIMPLE_TYPES)
+            message = (
+                f"unknown type {error.instance!r}; expected one of {expected}"
+                + did_you_mean(error.instance, _SIMPLE_TYPES)
+            )
+        problems.append((path, message))
+    return problems
+
+
+def _has_key(node: Any, key: str) -> bool:
+    if isinstance(node, dict):
+        return key in node or any(_has_key(v, key) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_key(v, key) for v in node)
+    return False
+
+
+def _local_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            yield f"{path}.$ref", ref
+        for key, value in node.items():
+            if key not in ("const", "enum", "default", "examples"):
+                yield from _local_refs(value, _join_path(path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _local_refs(value, f"{path}[{i}]")
