@@ -98,18 +98,29 @@ def bench_core() -> None:
         """Add two integers (sync, runs in a worker thread)."""
         return a + b
 
+    @tool(name="add_inline", inline=True)
+    def add_inline(a: int, b: int) -> int:
+        """Add two integers (sync, run on the loop)."""
+        return a + b
+
     args = {"a": 2, "b": 3}
     plain = median_us(lambda: plain_add(**args), number=200_000)
     rows: list[Row] = [("plain function call", plain, "µs", "baseline")]
 
-    async def run_async() -> float:
-        tk = await acreate_toolkit(extra_tools=[add], middleware=[timeout(30), truncate(30_000)])
+    async def run_async() -> tuple[float, float, float]:
+        tk = await acreate_toolkit(
+            extra_tools=[add, add_sync, add_inline], middleware=[timeout(30), truncate(30_000)]
+        )
         try:
-            return await amedian_us(lambda: tk.aexecute("add", args), number=20_000, repeat=9)
+            return (
+                await amedian_us(lambda: tk.aexecute("add", args), number=20_000, repeat=9),
+                await amedian_us(lambda: tk.aexecute("add_inline", args), number=20_000),
+                await amedian_us(lambda: tk.aexecute("add_sync", args), number=2_000),
+            )
         finally:
             await tk.aclose()
 
-    aexec = asyncio.run(run_async())
+    aexec, aexec_inline, aexec_thread = asyncio.run(run_async())
     rows.append(
         (
             "`aexecute` (validation + approval + timeout + truncate)",
@@ -118,8 +129,24 @@ def bench_core() -> None:
             f"overhead {aexec - plain:.2f} µs; target ≤ 15 µs",
         )
     )
+    rows.append(
+        (
+            "`aexecute` of a *sync* function tool, `inline=True`",
+            aexec_inline,
+            "µs",
+            "informational: runs on the loop",
+        )
+    )
+    rows.append(
+        (
+            "`aexecute` of a *sync* function tool (default: worker thread)",
+            aexec_thread,
+            "µs",
+            "informational: two thread hand-offs",
+        )
+    )
     with create_toolkit(
-        extra_tools=[add, add_sync], middleware=[timeout(30), truncate(30_000)]
+        extra_tools=[add, add_sync, add_inline], middleware=[timeout(30), truncate(30_000)]
     ) as tk:
         sync = median_us(lambda: tk.execute("add", args), number=5_000, repeat=9)
         rows.append(
@@ -130,13 +157,22 @@ def bench_core() -> None:
                 f"overhead {sync - plain:.2f} µs; target ≤ 60 µs",
             )
         )
+        sync_inline = median_us(lambda: tk.execute("add_inline", args), number=5_000)
+        rows.append(
+            (
+                "sync `execute` of a *sync* function tool, `inline=True`",
+                sync_inline,
+                "µs",
+                "informational: runs on the loop thread",
+            )
+        )
         sync_fn = median_us(lambda: tk.execute("add_sync", args), number=2_000)
         rows.append(
             (
-                "sync `execute` of a *sync* function tool (worker thread)",
+                "sync `execute` of a *sync* function tool (default: worker thread)",
                 sync_fn,
                 "µs",
-                "informational",
+                "informational: two more hand-offs, not co-scheduled",
             )
         )
         with _cpu_burner():

@@ -500,3 +500,33 @@ def test_bad_builtin_options_name_the_file_line_and_field(
     assert f"{issue.file}:{issue.line}" == str(tmp_path / where)
     assert issue.field.startswith(field)
     assert message in issue.message
+
+
+def test_a_manifest_python_tool_can_run_inline(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "quick.py",
+        """
+        import threading
+
+        def where() -> str:
+            return threading.current_thread().name
+        """,
+    )
+    manifest = write(
+        tmp_path,
+        "tools.yaml",
+        """
+        version: 1
+        tools:
+          - {python: quick:where, name: inline_where, inline: true}
+          - {python: quick:where, name: threaded_where}
+          - {python: quick:where, name: both, inline: true, isolate: process}
+        """,
+    )
+    with pytest.raises(ManifestError, match=r"tools.yaml:5:\d+: tools\[2\].inline: .*choose one"):
+        create_toolkit(manifest)
+    manifest.write_text(manifest.read_text().rsplit("\n", 2)[0] + "\n")
+    with create_toolkit(manifest) as tk:
+        assert tk.execute("inline_where").content == "toolnexus-loop"
+        assert tk.execute("threaded_where").content != "toolnexus-loop"

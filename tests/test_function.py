@@ -170,6 +170,31 @@ async def test_sync_function_runs_in_a_worker_thread(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_an_inline_sync_function_runs_on_the_loop(tmp_path: Path) -> None:
+    loop_thread = threading.get_ident()
+
+    @tool(inline=True)
+    def quick(x: int) -> str:
+        return f"{x} on-loop={threading.get_ident() == loop_thread}"
+
+    @tool(inline=True)
+    def quick_ctx(ctx: ToolContext, x: int, /, y: int = 2) -> str:  # the bound-call path
+        return f"{x + y} {ctx.tool_name} on-loop={threading.get_ident() == loop_thread}"
+
+    assert (await quick.run({"x": 1}, _ctx(tmp_path))).content == "1 on-loop=True"
+    assert (await quick_ctx.run({"x": 1}, _ctx(tmp_path))).content.endswith("on-loop=True")
+    assert (await quick_ctx.run({"x": 1}, _ctx(tmp_path))).content.startswith("3 ")
+
+
+def test_inline_is_for_sync_functions_only() -> None:
+    async def already(x: int) -> int:
+        return x
+
+    with pytest.raises(UsageError, match="async: it runs on the event loop already"):
+        tool(already, inline=True)
+
+
+@pytest.mark.anyio
 async def test_the_context_is_injected(tmp_path: Path) -> None:
     @tool
     async def who(ctx: ToolContext, greeting: str = "hi") -> str:

@@ -67,6 +67,12 @@ def refuse(city: str) -> str:
     raise ToolError(f"no weather for {city}")
 
 
+def thread_name() -> str:
+    import threading
+
+    return threading.current_thread().name
+
+
 TOOLS = [mul, tool(sub)]
 NOT_A_TOOL = 42
 '''
@@ -209,6 +215,36 @@ def test_a_module_that_fails_to_import_is_reported_with_its_exception(tmp_path: 
     with pytest.raises(ConfigError, match="importing module 'deps_mod_x1' failed: ModuleNotF"):
         build_python_tools({"python": "deps_mod_x1:f"}, _ctx(tmp_path))
     assert str(tmp_path.resolve()) not in sys.path
+
+
+@pytest.mark.anyio
+async def test_inline_runs_a_sync_function_on_the_loop(project: Path) -> None:
+    import threading
+
+    [inline] = _build(project, python="MOD:thread_name", inline=True)
+    [threaded] = _build(project, python="MOD:thread_name")
+    here = threading.current_thread().name
+    assert (await inline.run({}, _call_ctx(project, "thread_name"))).content == here
+    assert (await threaded.run({}, _call_ctx(project, "thread_name"))).content != here
+
+
+@pytest.mark.parametrize(
+    ("decl", "message"),
+    [
+        ({"python": "MOD:add", "isolate": "process"}, "choose one"),
+        ({"python": "MOD:mul"}, "already makes Tools"),
+        ({"python": "MOD:TOOLS"}, "already makes Tools"),
+        ({"python": "MOD:one"}, "already makes Tools"),
+        ({"python": "MOD:shout"}, "is async"),
+    ],
+    ids=["isolated", "a_tool", "a_list", "a_factory", "async"],  # ids name the test's module
+)
+def test_inline_where_it_cannot_apply_is_refused(
+    project: Path, decl: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        _build(project, inline=True, **decl)
+    assert err.value.field == "inline"
 
 
 def test_a_sandbox_needs_process_isolation(project: Path) -> None:

@@ -317,6 +317,12 @@ def build_python_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool]
         )
     if not isinstance(ref, str):
         raise ConfigError(f"expected 'module:attribute', got {ref!r}", field="python")
+    if decl.get("inline") and isolate == "process":
+        raise ConfigError(
+            "`inline: true` runs the function on the toolkit's event loop and `isolate: process` "
+            "in a child process: choose one",
+            field="inline",
+        )
     obj, files = load_reference(ref, ctx.base_dir)
     tools = _tools_of(obj, decl, ref)
     if isolate == "process":
@@ -331,6 +337,12 @@ def build_python_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool]
 
 
 def _tools_of(obj: object, decl: Mapping[str, Any], ref: str) -> list[Tool]:
+    if "inline" in decl and (isinstance(obj, Tool | list | tuple) or is_tool_factory(obj)):
+        raise ConfigError(
+            f"`inline` applies to a plain function, and {ref!r} already makes Tools; pass "
+            "inline=True to its @tool(...) instead",
+            field="inline",
+        )
     if isinstance(obj, Tool):
         return [_override(obj, decl)]
     if isinstance(obj, list | tuple):
@@ -393,11 +405,14 @@ def _from_function(fn: Any, decl: Mapping[str, Any]) -> Tool:
             name=decl.get("name"),
             description=decl.get("description"),
             parameters=decl.get("parameters"),
+            inline=bool(decl.get("inline", False)),
             **_flag_overrides(decl),
         )
     except UsageError as exc:
         # a manifest entry is configuration: report the programmer-facing problem against it
         field = "name" if "name" in str(exc) and "name" in decl else "python"
+        if "inline" in str(exc) and "inline" in decl:
+            field = "inline"
         raise ConfigError(str(exc), field=field) from exc
 
 
