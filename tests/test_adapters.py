@@ -39,10 +39,9 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict, is_typeddict
 
-from toolnexus import acreate_toolkit
+from toolnexus import StrictSchemaError, acreate_toolkit
 from toolnexus.adapters import (
     PROVIDERS,
-    StrictSchemaError,
     anthropic_result,
     anthropic_results,
     anthropic_tools,

@@ -44,7 +44,6 @@ from typing import Any
 
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolCall
-from ..errors import StrictSchemaError as StrictSchemaError  # not in __all__; tests import it
 from ..errors import UsageError
 from ._message import Message as Message  # not in __all__; the type in the signatures
 from .calls import (
