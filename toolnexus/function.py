@@ -96,7 +96,7 @@ def tool(
         concurrent: the tool may run alongside other calls in `execute_many`.
         inline: run a *sync* function on the toolkit's event loop instead of a worker thread.
             Only for quick functions that never block (arithmetic, lookups in memory): it saves
-            the two thread hand-offs a sync function otherwise costs (about 130 µs on our VM),
+            the two thread hand-offs a sync function otherwise costs (about 150 µs on our VM),
             but while it runs no other call progresses and `timeout` cannot interrupt it.
 
     Returns:
