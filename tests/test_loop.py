@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 
@@ -123,3 +124,29 @@ def test_a_hand_off_cancelled_before_its_first_step_is_answered() -> None:
             foreign.wait()
     finally:
         loop.close()
+
+
+def test_a_forked_child_is_told_to_make_its_own_loop_thread() -> None:
+    """A child `fork()`s without the loop thread: its call must fail at once, not hang."""
+    lt = LoopThread()
+    try:
+        assert lt.run(_double(2)) == 4
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what happened through the pipe, then leave at once
+            try:
+                lt.run(_double(1))
+                outcome = b"ran"
+            except UsageError as exc:
+                outcome = b"refused" if b"forked" in str(exc).encode() else b"other"
+            except BaseException:  # noqa: BLE001 - anything else is a failure to report
+                outcome = b"crashed"
+            os.write(write, outcome)
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            assert pipe.read() == b"refused"
+        os.waitpid(pid, 0)
+        assert lt.run(_double(3)) == 6  # the parent's loop thread is untouched
+    finally:
+        lt.stop()

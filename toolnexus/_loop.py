@@ -22,6 +22,11 @@ T = TypeVar("T")
 
 _EVENTFD = hasattr(os, "eventfd")
 
+_forks = [0]
+"""Bumped in every child `fork()` makes: a loop thread belongs to the process that made it."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 __all__ = ["LoopEnded", "LoopThread", "run_on"]
 
 
@@ -47,6 +52,7 @@ class LoopThread:
         self._gate = threading.Lock()
         """Orders hand-offs against the loop's end: none is queued after its last drain."""
         self._ended = False
+        self._fork = _forks[0]
         self._stopping = False
         self._started: set[_Handoff[Any]] = set()
         """Hand-offs whose task exists but has not answered (loop thread only)."""
@@ -106,10 +112,17 @@ class LoopThread:
         """Run `coro` on the loop thread and wait for its result.
 
         Raises:
-            UsageError: called from the loop thread itself, which would deadlock.
+            UsageError: called from the loop thread itself, which would deadlock, or in a
+                child process forked after the loop thread started (it has no such thread).
             LoopEnded: the loop thread has ended.
         """
         _refuse_own_thread(self._thread.ident, coro)
+        if self._fork != _forks[0]:
+            coro.close()
+            raise UsageError(
+                "this toolkit was created before the process forked, and its loop thread did not "
+                "come along: create the toolkit in the child (or use the spawn start method)"
+            )
         handoff = _Handoff(coro)
         mask = self.pin.pin()
         try:
