@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +37,23 @@ def http_server() -> Iterator[Any]:
     )
     with module.serve() as running:
         yield running
+
+
+def in_forked_child(action: Callable[[], object]) -> str:
+    """Run `action` in a child made by `fork()`; return the name of the exception it raised
+    (with its message) or "returned"."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, then leave at once
+        try:
+            action()
+            outcome = "returned"
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            outcome = f"{type(exc).__name__}: {exc}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        outcome = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return outcome

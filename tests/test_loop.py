@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable
 
@@ -11,6 +10,8 @@ import pytest
 
 from toolnexus._loop import LoopEnded, LoopThread, _Handoff
 from toolnexus.errors import UsageError
+
+from .conftest import in_forked_child
 
 
 async def _double(n: int) -> int:
@@ -131,22 +132,8 @@ def test_a_forked_child_is_told_to_make_its_own_loop_thread() -> None:
     lt = LoopThread()
     try:
         assert lt.run(_double(2)) == 4
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report what happened through the pipe, then leave at once
-            try:
-                lt.run(_double(1))
-                outcome = b"ran"
-            except UsageError as exc:
-                outcome = b"refused" if b"forked" in str(exc).encode() else b"other"
-            except BaseException:  # noqa: BLE001 - anything else is a failure to report
-                outcome = b"crashed"
-            os.write(write, outcome)
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            assert pipe.read() == b"refused"
-        os.waitpid(pid, 0)
+        outcome = in_forked_child(lambda: lt.run(_double(1)))
+        assert outcome.startswith("UsageError: ") and "forked" in outcome
         assert lt.run(_double(3)) == 6  # the parent's loop thread is untouched
     finally:
         lt.stop()

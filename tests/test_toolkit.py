@@ -19,6 +19,8 @@ from toolnexus import (
 )
 from toolnexus.middleware import truncate
 
+from .conftest import in_forked_child
+
 
 @tool
 async def add(a: int, b: int) -> int:
@@ -60,6 +62,23 @@ def test_a_call_reaching_an_ended_loop_gets_a_result_and_close_still_works() -> 
     assert [r.is_error for r in tk.execute_many([ToolCall(name="add", arguments={})])] == [True]
     tk.close()
     assert tk.closed
+
+
+def test_a_forked_child_cannot_call_into_the_parents_loop() -> None:
+    """Also for a toolkit on a loop of yours (acreate_toolkit), run by a thread of the parent."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    tk = asyncio.run_coroutine_threadsafe(acreate_toolkit(extra_tools=[add]), loop).result(10)
+    try:
+        assert tk.execute("add", {"a": 1, "b": 2}).content == "3"
+        outcome = in_forked_child(lambda: tk.execute("add", {"a": 1, "b": 2}))
+        assert outcome.startswith("UsageError: ") and "forked" in outcome
+    finally:
+        asyncio.run_coroutine_threadsafe(tk.aclose(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        loop.close()
 
 
 def test_sync_api_works_inside_a_running_event_loop() -> None:

@@ -27,7 +27,7 @@ _forks = [0]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
-__all__ = ["LoopEnded", "LoopThread", "run_on"]
+__all__ = ["LoopEnded", "LoopThread", "fork_count", "refuse_after_fork", "run_on"]
 
 
 class LoopEnded(UsageError):
@@ -52,7 +52,7 @@ class LoopThread:
         self._gate = threading.Lock()
         """Orders hand-offs against the loop's end: none is queued after its last drain."""
         self._ended = False
-        self._fork = _forks[0]
+        self._fork = fork_count()
         self._stopping = False
         self._started: set[_Handoff[Any]] = set()
         """Hand-offs whose task exists but has not answered (loop thread only)."""
@@ -117,12 +117,7 @@ class LoopThread:
             LoopEnded: the loop thread has ended.
         """
         _refuse_own_thread(self._thread.ident, coro)
-        if self._fork != _forks[0]:
-            coro.close()
-            raise UsageError(
-                "this toolkit was created before the process forked, and its loop thread did not "
-                "come along: create the toolkit in the child (or use the spawn start method)"
-            )
+        refuse_after_fork(self._fork, coro)
         handoff = _Handoff(coro)
         mask = self.pin.pin()
         try:
@@ -208,6 +203,21 @@ class _Handoff(Generic[T]):
         if self._error is not None:
             raise self._error
         return cast(T, self._result)
+
+
+def fork_count() -> int:
+    """How many `fork()`s separate this process from the first one (0 there)."""
+    return _forks[0]
+
+
+def refuse_after_fork(made_at: int, coro: Coroutine[Any, Any, Any]) -> None:
+    """Refuse a call into a loop whose thread lives in the process this one forked from."""
+    if made_at != _forks[0]:
+        coro.close()
+        raise UsageError(
+            "this toolkit was created before the process forked, and its event loop's thread "
+            "did not come along: create the toolkit in the child (or use the spawn start method)"
+        )
 
 
 def _refuse_own_thread(owner: int | None, coro: Coroutine[Any, Any, Any]) -> None:

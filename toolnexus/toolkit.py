@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._loop import LoopEnded, LoopThread, run_on
+from ._loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
 from .approval import ApprovalPolicy, Approver, Verdict
 from .base import Result, Tool, ToolCall
 from .errors import UsageError
@@ -102,6 +102,7 @@ class Toolkit:
         self._loop = loop
         self._loop_thread = loop_thread
         self._owner = loop_thread.thread_id if loop_thread else threading.get_ident()
+        self._fork = fork_count()
         self._builder = builder
         self.source = source
         self._generation: Generation | None = None
@@ -222,6 +223,7 @@ class Toolkit:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
         if self._loop_thread is not None:
             return self._loop_thread.run(coro)
+        refuse_after_fork(self._fork, coro)
         return run_on(self._loop, coro, self._owner)
 
     def execute(
