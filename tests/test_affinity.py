@@ -233,3 +233,26 @@ def test_a_call_in_flight_never_sees_a_pin_from_other_callers() -> None:
             release.set()
             holder.join()
         assert results == [ALL]
+
+
+def test_another_event_loop_policy_keeps_its_own_loop_and_no_pin() -> None:
+    """uvloop and friends install a policy: the toolkit's loop then comes from it, unpinned."""
+
+    class Custom(asyncio.DefaultEventLoopPolicy):
+        made = 0
+
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            Custom.made += 1
+            return super().new_event_loop()
+
+    before = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(Custom())
+    try:
+        with _toolkit() as tk:
+            assert Custom.made == 1
+            assert tk._loop_thread is not None
+            assert tk._loop_thread.pin.enabled is False
+            assert tk.execute("add", {"a": 1, "b": 2}).text == "3"
+            assert _handoffs(tk) == 0
+    finally:
+        asyncio.set_event_loop_policy(before)

@@ -31,6 +31,7 @@ import os
 import selectors
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 
 __all__ = ["ENV_VAR", "LoopPin", "PinningSelector", "enabled_by_env", "pinning_loop"]
@@ -176,7 +177,14 @@ class PinningSelector(selectors.DefaultSelector):
 def pinning_loop(pin: LoopPin) -> asyncio.AbstractEventLoop:
     """A new event loop whose sleeps `pin` can see, or the policy's own loop (and `pin` off)
     when co-scheduling is off or another event loop policy (uvloop...) is installed."""
-    if pin.enabled and type(asyncio.get_event_loop_policy()) is asyncio.DefaultEventLoopPolicy:
+    if pin.enabled and _default_policy():
         return asyncio.SelectorEventLoop(PinningSelector(pin))
     pin.enabled = False
     return asyncio.new_event_loop()
+
+
+def _default_policy() -> bool:
+    # Python 3.14 deprecates policies; until they are gone they still decide new_event_loop().
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return type(asyncio.get_event_loop_policy()) is asyncio.DefaultEventLoopPolicy
