@@ -82,13 +82,13 @@ class LoopThread:
                 task.cancel()
             self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            self.loop.close()
-            with self._gate:
+            with self._gate:  # before close(): a caller past the gate may still wake the loop
                 self._ended = True
                 leftovers = [*self._started, *self._inbox]
                 self._inbox.clear()
                 if self._wake_fd >= 0:
                     os.close(self._wake_fd)
+            self.loop.close()
             for handoff in leftovers:
                 handoff.abandon()
 
