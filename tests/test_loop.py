@@ -11,8 +11,6 @@ import pytest
 from toolnexus._loop import LoopEnded, LoopThread, _Handoff
 from toolnexus.errors import UsageError
 
-from .conftest import in_forked_child
-
 
 async def _double(n: int) -> int:
     await asyncio.sleep(0)
@@ -125,15 +123,3 @@ def test_a_hand_off_cancelled_before_its_first_step_is_answered() -> None:
             foreign.wait()
     finally:
         loop.close()
-
-
-def test_a_forked_child_is_told_to_make_its_own_loop_thread() -> None:
-    """A child `fork()`s without the loop thread: its call must fail at once, not hang."""
-    lt = LoopThread()
-    try:
-        assert lt.run(_double(2)) == 4
-        outcome = in_forked_child(lambda: lt.run(_double(1)))
-        assert outcome.startswith("UsageError: ") and "forked" in outcome
-        assert lt.run(_double(3)) == 6  # the parent's loop thread is untouched
-    finally:
-        lt.stop()

@@ -64,6 +64,15 @@ def test_a_call_reaching_an_ended_loop_gets_a_result_and_close_still_works() -> 
     assert tk.closed
 
 
+def test_a_forked_child_is_told_to_make_its_own_toolkit() -> None:
+    """A child `fork()`s without the loop thread: its call must fail at once, not hang."""
+    with create_toolkit(extra_tools=[add]) as tk:
+        assert tk.execute("add", {"a": 1, "b": 1}).content == "2"
+        outcome = in_forked_child(lambda: tk.execute("add", {"a": 1, "b": 2}))
+        assert outcome.startswith("UsageError: ") and "forked" in outcome
+        assert tk.execute("add", {"a": 1, "b": 2}).content == "3"  # the parent's is untouched
+
+
 def test_a_forked_child_cannot_call_into_the_parents_loop() -> None:
     """Also for a toolkit on a loop of yours (acreate_toolkit), run by a thread of the parent."""
     loop = asyncio.new_event_loop()

@@ -52,7 +52,6 @@ class LoopThread:
         self._gate = threading.Lock()
         """Orders hand-offs against the loop's end: none is queued after its last drain."""
         self._ended = False
-        self._fork = fork_count()
         self._stopping = False
         self._started: set[_Handoff[Any]] = set()
         """Hand-offs whose task exists but has not answered (loop thread only)."""
@@ -112,12 +111,10 @@ class LoopThread:
         """Run `coro` on the loop thread and wait for its result.
 
         Raises:
-            UsageError: called from the loop thread itself, which would deadlock, or in a
-                child process forked after the loop thread started (it has no such thread).
+            UsageError: called from the loop thread itself, which would deadlock.
             LoopEnded: the loop thread has ended.
         """
         _refuse_own_thread(self._thread.ident, coro)
-        refuse_after_fork(self._fork, coro)
         handoff = _Handoff(coro)
         mask = self.pin.pin()
         try:

@@ -221,9 +221,9 @@ class Toolkit:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
+        refuse_after_fork(self._fork, coro)  # whichever thread runs the loop stayed behind
         if self._loop_thread is not None:
             return self._loop_thread.run(coro)
-        refuse_after_fork(self._fork, coro)
         return run_on(self._loop, coro, self._owner)
 
     def execute(
