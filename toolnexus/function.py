@@ -27,7 +27,7 @@ from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
 
-__all__ = ["is_tool_factory", "tool", "tool_factory"]
+__all__ = ["is_async_callable", "is_tool_factory", "tool", "tool_factory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -191,7 +191,7 @@ def _build(
             "list (or return a string) instead"
         )
     tool_name = check_name(name if name is not None else _default_name(fn))
-    if inline and _is_async(fn):
+    if inline and is_async_callable(fn):
         raise UsageError(
             f"{_label(fn)} is async: it runs on the event loop already; drop inline=True"
         )
@@ -244,7 +244,8 @@ def _origin(fn: Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """True for an async function, or a callable object whose `__call__` is async."""
     if inspect.iscoroutinefunction(fn):
         return True
     # a callable object whose __call__ is async
@@ -256,7 +257,7 @@ def _handler(fn: Callable[..., Any], fs: FunctionSchema, *, inline: bool) -> Too
     plain = not fs.converters and not fs.positional and not fs.fill
     ctx_name = fs.context_param
     bind = fs.bind
-    if _is_async(fn):
+    if is_async_callable(fn):
         if plain and ctx_name is None:
 
             async def run_async(arguments: dict[str, Any], ctx: ToolContext) -> Result:

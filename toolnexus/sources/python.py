@@ -51,7 +51,7 @@ from typing import Any
 from .._suggest import closest
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError, UsageError
-from ..function import is_tool_factory, tool
+from ..function import is_async_callable, is_tool_factory, tool
 from . import BuildContext
 
 __all__ = ["build_python_tools", "forget_local_modules", "load_reference"]
@@ -343,6 +343,10 @@ def _tools_of(obj: object, decl: Mapping[str, Any], ref: str) -> list[Tool]:
             "inline=True to its @tool(...) instead",
             field="inline",
         )
+    if decl.get("inline") and callable(obj) and is_async_callable(obj):
+        raise ConfigError(
+            f"{ref!r} is async: it runs on the event loop already; remove `inline`", field="inline"
+        )
     if isinstance(obj, Tool):
         return [_override(obj, decl)]
     if isinstance(obj, list | tuple):
@@ -411,8 +415,6 @@ def _from_function(fn: Any, decl: Mapping[str, Any]) -> Tool:
     except UsageError as exc:
         # a manifest entry is configuration: report the programmer-facing problem against it
         field = "name" if "name" in str(exc) and "name" in decl else "python"
-        if "inline" in str(exc) and "inline" in decl:
-            field = "inline"
         raise ConfigError(str(exc), field=field) from exc
 
 
