@@ -25,6 +25,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from types import NoneType
 from typing import Any, Final, cast
 
 from ..base import ToolContext
@@ -38,8 +39,7 @@ __all__ = ["Converter", "FunctionSchema", "enum_type", "schema_from_function"]
 Converter = Callable[[Any], Any]
 """Turns a validated JSON value into what a parameter's hint asks for (a dataclass, an Enum...)."""
 
-_NoneType = type(None)
-_JSON_SCALARS = (str, int, float, bool, _NoneType)
+_JSON_SCALARS = (str, int, float, bool, NoneType)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,7 +263,7 @@ def _is_context_hint(hint: Any) -> bool:
     if origin is typing.Annotated:
         return _is_context_hint(typing.get_args(hint)[0])
     if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(hint) if a is not _NoneType]
+        members = [a for a in typing.get_args(hint) if a is not NoneType]
         return len(members) == 1 and members[0] is ToolContext
     return False
 
@@ -421,7 +421,7 @@ class _Deriver:
             return self._annotated(args[0], args[1:], where)
         if hint is Any or hint is object or hint is inspect.Parameter.empty:
             return {}, None
-        if hint is None or hint is _NoneType:
+        if hint is None or hint is NoneType:
             return {"type": "null"}, None
         if hint in _SIMPLE:
             return {"type": _SIMPLE[hint]}, None
@@ -509,8 +509,8 @@ class _Deriver:
         return schema, cls
 
     def _union(self, args: tuple[Any, ...], where: str) -> tuple[dict[str, Any], Converter | None]:
-        nullable = _NoneType in args
-        members = [a for a in args if a is not _NoneType]
+        nullable = NoneType in args
+        members = [a for a in args if a is not NoneType]
         derived = [self.derive(m, where) for m in members]
         if len(derived) == 1:
             schema, convert = derived[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from types import NoneType
 from typing import TYPE_CHECKING, Any, Final
 
 from .._refs import MISSING, resolve_pointer
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Check", "Validator", "compile_validator"]
 
-_NoneType = type(None)
 
 
 Check = Callable[[Any], bool]
@@ -40,7 +40,7 @@ class _Unsupported(Exception):
     """The schema uses a keyword the fast checker does not implement: validate with jsonschema."""
 
 
-_PLAIN: Final = frozenset({dict, list, str, int, float, bool, _NoneType})
+_PLAIN: Final = frozenset({dict, list, str, int, float, bool, NoneType})
 """Python types the fast checker models exactly. Subclasses (IntEnum, OrderedDict...) and other
 numbers (Decimal) are legal instances too, but jsonschema's isinstance-based rules apply to them,
 so they are left to it."""
@@ -50,7 +50,7 @@ _TYPE_SETS: Final[dict[str, frozenset[type]]] = {
     "integer": frozenset({int}),
     "number": frozenset({int, float}),
     "boolean": frozenset({bool}),
-    "null": frozenset({_NoneType}),
+    "null": frozenset({NoneType}),
     "object": frozenset({dict}),
     "array": frozenset({list}),
 }
