@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Check", "Validator", "compile_validator"]
 
-
-
 Check = Callable[[Any], bool]
 
 
