@@ -21,7 +21,7 @@ One module per job:
   also `split_command` and `is_known_safe_command`.
 - `paths` (globs and path patterns) and `hosts` (URL hosts), shared by both front ends.
 
-This package re-exports the public names. Shell commands are read by `toolnexus._shellwords`,
+This package re-exports the public names. Shell commands are read by `toolnexus.shell`,
 loaded only when a command pattern is compiled or a command is split.
 """
 

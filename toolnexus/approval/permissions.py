@@ -4,7 +4,7 @@ Strings in the syntax of Claude Code's permission rules (`read`, `shell(git stat
 `read(**/.env*)`, `fetch(domain:*.internal)`), applied to each tool's primary argument. Under
 doubt they lean the same way as the rules of `approval:` blocks: an allow needs every reading of
 the argument to match, a deny or ask only one. Also `split_command` and
-`is_known_safe_command`, the public face of the shell reader (`_shellwords`) that command
+`is_known_safe_command`, the public face of the shell reader (`toolnexus.shell`) that command
 permissions and `command` matchers use.
 
 Separate because it is a second front end with its own syntax and a per-tool plan cache; it
@@ -97,7 +97,7 @@ class _Permission:
         name, kind = primary
         get = _getter(name)
         if kind == "command":
-            from .._shellwords import command_matches, compile_command_pattern
+            from ..shell import command_matches, compile_command_pattern
 
             patterns = [compile_command_pattern(self.spec)]
             return lambda args, ws: (
@@ -335,7 +335,7 @@ def split_command(command: str) -> list[list[str]] | None:
     >>> split_command("git status && ls -la 'my dir' | wc -l")
     [['git', 'status'], ['ls', '-la', 'my dir'], ['wc', '-l']]
     """
-    from .._shellwords import split_command as split
+    from ..shell import split_command as split
 
     return split(command)
 
@@ -352,6 +352,6 @@ def is_known_safe_command(command: str) -> bool:
     change nothing (`timeout 5`, `nice`, `LANG=C`) are looked past; `bash -c 'SCRIPT'` is
     judged by its script.
     """
-    from .._shellwords import is_known_safe_command as known_safe
+    from ..shell import is_known_safe_command as known_safe
 
     return known_safe(command)

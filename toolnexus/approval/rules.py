@@ -8,7 +8,7 @@ only for `path` matchers.
 
 Separate because it is a language of its own (keys, matchers, error messages with the field
 that is wrong). Paths, hosts and shell commands are matched by `paths`, `hosts` and
-`_shellwords`; the manifest-wide permission strings (`permissions`) compile to the same
+`toolnexus.shell`; the manifest-wide permission strings (`permissions`) compile to the same
 `_Rule` pairs and reuse this module's helpers.
 """
 
@@ -427,7 +427,7 @@ def _compile_matcher(key: str, arg: Any, field: str, strict: bool) -> _ValueTest
         hosts = [_compile_host(h, field) for h in _strings(arg, field, "a host pattern")]
         return lambda v, ws: isinstance(v, str) and _host_matches(hosts, v, strict)
     if key == "command":
-        from .._shellwords import command_matches, compile_command_pattern
+        from ..shell import command_matches, compile_command_pattern
 
         patterns = [compile_command_pattern(c) for c in _strings(arg, field, "a command pattern")]
         return lambda v, ws: isinstance(v, str) and command_matches(v, patterns, strict=strict)
