@@ -3,6 +3,8 @@
 - options: one parser for the `builtins:` option blocks, so every tool words its errors alike;
 - paths: every path goes through the sandbox's `confine_path` and is shown workspace-relative;
 - the read-before-write guard of `write`, `edit` and `apply_patch` (stamps in `ctx.state`);
+- write locks: one writer at a time per file, across threads, toolkits and processes;
+- refusals of read-only files and folders, and of git metadata (`_gitguard.py`);
 - atomic writes (synced temp file beside the target, then rename) and lossless UTF-8 text;
 - blocking file work runs in a worker thread.
 
@@ -13,10 +15,14 @@ The builtins import only top-level `toolnexus`, so the "did you mean" here is th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +30,15 @@ import anyio.to_thread
 
 from toolnexus import ConfigError, Result, ToolContext, ToolError, confine_path
 
+from ._gitguard import git_refusal
+
 _STAMPS_KEY = "builtin.files.read_stamps"
-"""`ctx.state` key: {resolved path: (mtime_ns, size)} as seen by the last read or write."""
+"""`ctx.state` key: {resolved path: (device, inode, mtime_ns, size)} as seen by the last read or
+write. The inode tells a file replaced by an atomic rename (ours, an editor's, another
+process's) from the one that was read, even when the clock did not tick between the two."""
+
+LOCK_WAIT_S = 30.0
+"""How long a writer waits for another writer of the same file (or folder, across processes)."""
 
 # --- options --------------------------------------------------------------------------------------
 
@@ -67,13 +80,33 @@ def parse_options(options: Mapping[str, Any], cls: type[Any], where: str) -> Any
 # --- paths ----------------------------------------------------------------------------------------
 
 
-def confine(ctx: ToolContext, path: str, *, write: bool) -> Path:
-    """`path` resolved and checked against the workspace, roots and sandbox policy."""
+def confine(ctx: ToolContext, path: str, *, write: bool, protect_git: bool = True) -> Path:
+    """`path` resolved and checked against the workspace, roots and sandbox policy.
+
+    A write is also checked against the git guard (unless `protect_git` is off), on both
+    readings of the path: as resolved (symlinks followed, as the kernel will) and as written
+    with `..` folded, so neither a symlink nor a `..` walks around it.
+    """
     if not path.strip():
         raise ToolError("the path is empty; give a file path relative to the workspace")
-    return confine_path(
+    resolved = confine_path(
         path, workspace=ctx.workspace, roots=ctx.roots, policy=ctx.sandbox, write=write
     )
+    if write and protect_git:
+        raw = Path(path).expanduser()
+        workspace = Path(os.path.realpath(ctx.workspace))
+        lexical = Path(os.path.normpath(raw if raw.is_absolute() else workspace / raw))
+        for reading in dict.fromkeys((resolved, lexical)):
+            why = git_refusal(reading)
+            if why is not None:
+                raise ToolError(
+                    f"refused to change {path!r}: {why}. Git metadata like this can make git "
+                    f"run a program or read another repository, so the file tools leave it "
+                    f"alone. Use git itself for it (e.g. `git config`), or ask the user: they "
+                    f"can allow it with the option `protect_git: false` (builtins: "
+                    f"{{write: {{protect_git: false}}}}, and the same for apply_patch)."
+                )
+    return resolved
 
 
 def display(ctx: ToolContext, path: Path) -> str:
@@ -87,13 +120,21 @@ def display(ctx: ToolContext, path: Path) -> str:
 # --- the read-before-write guard ------------------------------------------------------------------
 
 
-def _stamps(ctx: ToolContext) -> dict[str, tuple[int, int]]:
-    stamps: dict[str, tuple[int, int]] = ctx.state.setdefault(_STAMPS_KEY, {})
+Stamp = tuple[int, int, int, int]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    """What identifies one version of a file: device, inode, modification time and size."""
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _stamps(ctx: ToolContext) -> dict[str, Stamp]:
+    stamps: dict[str, Stamp] = ctx.state.setdefault(_STAMPS_KEY, {})
     return stamps
 
 
 def record_stamp(ctx: ToolContext, path: Path, st: os.stat_result) -> None:
-    _stamps(ctx)[str(path)] = (st.st_mtime_ns, st.st_size)
+    _stamps(ctx)[str(path)] = stamp_of(st)
 
 
 def forget_stamp(ctx: ToolContext, path: Path) -> None:
@@ -101,7 +142,11 @@ def forget_stamp(ctx: ToolContext, path: Path) -> None:
 
 
 def check_guard(ctx: ToolContext, path: Path, st: os.stat_result, verb: str) -> None:
-    """Refuse to change `path` unless this toolkit read it and it has not changed since."""
+    """Refuse to change `path` unless this toolkit read it and it has not changed since.
+
+    Callers hold `write_lock(path)` and pass a stat taken under it, so no writer of this
+    process or of another toolnexus process can slip in between this check and the rename.
+    """
     stamp = _stamps(ctx).get(str(path))
     name = display(ctx, path)
     if stamp is None:
@@ -109,11 +154,156 @@ def check_guard(ctx: ToolContext, path: Path, st: os.stat_result, verb: str) -> 
             f"refusing to {verb} {name!r}: it exists and has not been read in this session. "
             f"Call read on it first, then retry."
         )
-    if stamp != (st.st_mtime_ns, st.st_size):
+    if stamp != stamp_of(st):
         raise ToolError(
             f"refusing to {verb} {name!r}: it changed on disk since it was last read "
             f"(someone else may be editing it). Read it again, then retry with its new content."
         )
+
+
+def check_writable(ctx: ToolContext, path: Path, st: os.stat_result | None, verb: str) -> None:
+    """Refuse to replace or delete a read-only file, or to change a read-only folder's entries.
+
+    Read-only means what `cp`, `rm -i` and editors go by: the kernel would refuse us, or the
+    mode grants nobody write permission. The second rule holds for root too: a file or folder
+    marked 0444/0555 was marked on purpose, even for a user the kernel lets through.
+    """
+    if st is not None and _read_only(path, st, os.W_OK):
+        raise ToolError(
+            f"refusing to {verb} {display(ctx, path)!r}: it is read-only (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}). Someone marked it so on purpose; ask the user "
+            f"whether it may change (they can make it writable with `chmod u+w`)."
+        )
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        folder_st = os.stat(folder)
+    except OSError:
+        return  # the write itself will fail and say why
+    if _read_only(folder, folder_st, os.W_OK | os.X_OK):
+        raise ToolError(
+            f"refusing to {verb} {display(ctx, path)!r}: its folder {display(ctx, folder)!r} "
+            f"is read-only (mode {stat.S_IMODE(folder_st.st_mode):04o}), so files in it cannot "
+            f"be created, replaced or deleted. Ask the user whether it may change."
+        )
+
+
+def _read_only(path: Path, st: os.stat_result, mode: int) -> bool:
+    return st.st_mode & 0o222 == 0 or not os.access(path, mode)
+
+
+# --- write locks ----------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class _PathLock:
+    lock: threading.Lock
+    users: int = 0
+
+
+_locks_guard = threading.Lock()
+_locks: dict[str, _PathLock] = {}
+"""One lock per resolved path being written, shared by every toolkit in the process; an entry
+lives only while someone holds or waits for it."""
+
+
+@contextlib.contextmanager
+def write_lock(ctx: ToolContext, paths: Iterable[Path]) -> Iterator[None]:
+    """Hold the write locks of `paths` (resolved): read, check and replace them under it.
+
+    Two locks per file, always taken in one order (every thread lock, then every folder lock,
+    each set sorted), so writers of overlapping file sets cannot deadlock:
+
+    - in this process, a lock per resolved path, shared by all toolkits and threads;
+    - across processes, an advisory `flock` on the file's folder (the nearest one that exists).
+      The folder, not the file: an atomic rename gives the file a new inode, so a lock held on
+      the old one would guard nothing, while the folder's inode stays. A lock file beside the
+      target would show up in the user's tree. Only toolnexus writers take these locks; other
+      programs are caught by the identity check just before the rename (`replace_checked`).
+
+    Raises:
+        ToolError: another writer held a lock for `LOCK_WAIT_S` seconds.
+    """
+    targets = sorted(set(paths), key=str)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    with contextlib.ExitStack() as stack:
+        for path in targets:
+            stack.enter_context(_thread_lock(ctx, path, deadline))
+        folders = sorted({_lock_folder(p) for p in targets}, key=str)
+        for folder in folders:
+            stack.enter_context(_folder_lock(ctx, folder, deadline))
+        yield
+
+
+def _busy(ctx: ToolContext, path: Path) -> ToolError:
+    return ToolError(
+        f"{display(ctx, path)!r} is being changed by another call that has held it for "
+        f"{LOCK_WAIT_S:.0f} s; nothing was changed. Try again later."
+    )
+
+
+@contextlib.contextmanager
+def _thread_lock(ctx: ToolContext, path: Path, deadline: float) -> Iterator[None]:
+    key = str(path)
+    with _locks_guard:
+        entry = _locks.setdefault(key, _PathLock(lock=threading.Lock()))
+        entry.users += 1
+    try:
+        if not entry.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise _busy(ctx, path)
+        try:
+            yield
+        finally:
+            entry.lock.release()
+    finally:
+        with _locks_guard:
+            entry.users -= 1
+            if entry.users == 0:
+                del _locks[key]
+
+
+def _lock_folder(path: Path) -> Path:
+    folder = path.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+@contextlib.contextmanager
+def _folder_lock(ctx: ToolContext, folder: Path, deadline: float) -> Iterator[None]:
+    """`flock` on `folder`, polled until `deadline` (a blocking flock could not time out).
+
+    Where the folder cannot be opened or locked (no read permission, a filesystem without
+    locks), only the in-process lock holds; closing the fd releases the lock.
+    """
+    delay = 0.001
+    while True:
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise _busy(ctx, folder) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            except OSError:
+                pass  # no locks on this filesystem
+            else:
+                # The folder may have been renamed away and replaced while we waited.
+                with contextlib.suppress(OSError):
+                    if os.stat(folder).st_ino != os.fstat(fd).st_ino:
+                        continue
+            yield
+            return
+        finally:
+            os.close(fd)
 
 
 # --- atomic writes --------------------------------------------------------------------------------
@@ -135,19 +325,61 @@ def _temp_beside(path: Path) -> tuple[Path, int]:
 
 
 def write_temp(path: Path, data: bytes) -> Path:
-    """Write `data` to a synced temp file beside `path`, with `path`'s mode if it exists."""
+    """Write `data` to a synced temp file beside `path`, with `path`'s mode and owner if it
+    exists (the owner where we may set it: as root, or a group we belong to).
+
+    On any failure (a full disk, a size limit) the temp file is removed and `path` untouched.
+    """
     tmp, fd = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+            try:
+                old = os.stat(path)
+            except FileNotFoundError:
+                old = None
+            if old is not None:
+                mine = os.fstat(f.fileno())
+                if (old.st_uid, old.st_gid) != (mine.st_uid, mine.st_gid):
+                    # Before chmod: chown clears set-id bits.
+                    with contextlib.suppress(PermissionError):
+                        os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return tmp
+
+
+class Changed(ToolError):
+    """The target changed under us (another program, not a toolnexus writer) while we wrote."""
+
+
+def replace_checked(ctx: ToolContext, tmp: Path, path: Path, expected: Stamp | None) -> None:
+    """Rename `tmp` over `path` if `path` is still the version we read (`expected`; None: it
+    did not exist); otherwise remove `tmp` and raise `Changed`.
+
+    Toolnexus writers are held off by `write_lock`; this catches other programs (an editor, a
+    formatter), up to the instant between this check and the rename, which no POSIX call can
+    close without the other program's cooperation.
+    """
+    try:
+        now: Stamp | None = stamp_of(os.stat(path))
+    except FileNotFoundError:
+        now = None
+    if now != expected:
+        tmp.unlink(missing_ok=True)
+        raise Changed(
+            f"{display(ctx, path)!r} changed on disk while this call was writing it (another "
+            f"program wrote it); nothing was written. Read it again, then retry."
+        )
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def fsync_dir(folder: Path) -> None:

@@ -5,10 +5,15 @@ They share one discipline, kept in `_common.py` so that `apply_patch` (`patch.py
 - every path goes through the sandbox's `confine_path` (workspace, extra roots, `deny_read`,
   read-only areas), so a manifest line means the same for `read` as for `cat` in the shell;
 - reads stream: memory stays bounded whatever the file's size or line lengths;
-- writes are atomic (a temp file in the same folder, fsync, rename) and keep the file's mode;
+- writes are atomic (a temp file in the same folder, fsync, rename) and keep the file's mode
+  and owner; a read-only file or folder is refused, as `cp` or an editor would;
+- one writer at a time per file (`write_lock`): `edit` reads, checks and replaces the file
+  under the lock, so concurrent edits each apply to the result of the one before, and none is
+  lost; the rename itself checks that no other program changed the file meanwhile;
 - the read-before-write guard: `write` and `edit` refuse to change a file this toolkit never
-  read, or one that changed on disk since it was read (mtime and size). It protects the user's
-  concurrent edits from a model working from a stale view. Stamps live in `ctx.state`.
+  read, or one that changed on disk since it was read (inode, mtime and size). It protects the
+  user's concurrent edits from a model working from a stale view. Stamps live in `ctx.state`;
+- git metadata that can make git run a program is refused (`_gitguard.py`, `protect_git`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from toolnexus import ImagePart, Result, Tool, ToolContext, ToolError
 
 # builtin/search.py imports confine, display and parse_options from here under these names.
 from ._common import (
+    Stamp,
     check_guard,
+    check_writable,
     confine,
     decode_text,
     display,
@@ -37,7 +44,10 @@ from ._common import (
     looks_binary,
     parse_options,
     record_stamp,
+    replace_checked,
+    stamp_of,
     uses_crlf,
+    write_lock,
     write_temp,
 )
 
@@ -70,6 +80,8 @@ class _FileOptions:
     """Largest file `edit` (and `apply_patch`) will load to rewrite."""
     require_read: bool = True
     """The read-before-write guard of `write` and `edit`."""
+    protect_git: bool = True
+    """Refuse to change git metadata that can make git run a program (`_gitguard.py`)."""
 
 
 # --- paths ----------------------------------------------------------------------------------
@@ -95,23 +107,40 @@ def _not_found(ctx: ToolContext, path: Path) -> ToolError:
 # --- atomic writes --------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, data: bytes) -> os.stat_result:
-    """Replace `path` with `data` atomically, creating its folders; returns the new stat."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = write_temp(path, data)
+def _atomic_write(
+    ctx: ToolContext, path: Path, data: bytes, expected: Stamp | None, *, blind: bool = False
+) -> os.stat_result:
+    """Replace `path` with `data` atomically; returns the new stat. Call under `write_lock`.
+
+    `expected` is the version read under the lock (None: absent), checked once more just
+    before the rename, unless `blind` (a write without the read guard replaces what is there).
+
+    Raises:
+        ToolError: the write failed (full disk, permissions, a folder put in its place...),
+            naming the file; the old file is left as it was and no temp file remains.
+    """
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tmp = write_temp(path, data)
+        if blind:
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        else:
+            replace_checked(ctx, tmp, path, expected)
+    except OSError as exc:
+        kept = "the file was left as it was" if path.exists() else "nothing was written"
+        raise _os_error(ctx, path, "write", exc, kept) from exc
     fsync_dir(path.parent)
     return os.stat(path)
 
 
-def _os_error(ctx: ToolContext, path: Path, verb: str, exc: OSError) -> ToolError:
+def _os_error(ctx: ToolContext, path: Path, verb: str, exc: OSError, kept: str = "") -> ToolError:
     """An OS failure worded for the model (the errno text, not a traceback)."""
     reason = exc.strerror or str(exc)
-    return ToolError(f"could not {verb} {display(ctx, path)!r}: {reason}")
+    tail = f"; {kept}" if kept else ""
+    return ToolError(f"could not {verb} {display(ctx, path)!r}: {reason}{tail}")
 
 
 # --- text helpers ---------------------------------------------------------------------------
@@ -354,27 +383,34 @@ def _read_image(
 
 
 def _write_sync(ctx: ToolContext, opts: _FileOptions, path_arg: str, content: str) -> Result:
-    path = confine(ctx, path_arg, write=True)
+    path = confine(ctx, path_arg, write=True, protect_git=opts.protect_git)
     name = display(ctx, path)
+    check_writable(ctx, path, None, "write")
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
+        # Before the lock: the cross-process lock is the folder's, so it must exist (two
+        # writers creating one new file then lock the same folder).
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _os_error(ctx, path, "write", exc) from exc
-    if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{name!r} is a directory; give the path of a file inside it.")
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{name!r} is not a regular file; write only writes regular files.")
-        if opts.require_read:
-            check_guard(ctx, path, st, "overwrite")
+        raise _os_error(ctx, path, "write", exc, "nothing was written") from exc
     data = encode_text(content)
-    try:
-        new_st = _atomic_write(path, data)
-    except OSError as exc:
-        raise _os_error(ctx, path, "write", exc) from exc
-    record_stamp(ctx, path, new_st)
+    with write_lock(ctx, [path]):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise _os_error(ctx, path, "write", exc) from exc
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"{name!r} is a directory; give the path of a file inside it.")
+            if not stat.S_ISREG(st.st_mode):
+                raise ToolError(f"{name!r} is not a regular file; write only writes regular files.")
+            if opts.require_read:
+                check_guard(ctx, path, st, "overwrite")
+        check_writable(ctx, path, st, "overwrite" if st is not None else "write")
+        expected = stamp_of(st) if st is not None else None
+        new_st = _atomic_write(ctx, path, data, expected, blind=not opts.require_read)
+        record_stamp(ctx, path, new_st)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     verb = "Overwrote" if st is not None else "Created"
     return Result(
@@ -528,7 +564,13 @@ def _snippet(text: str, at: int, span: str) -> str:
 
 def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) -> Result:
     edits = _edits_from(args)
-    path = confine(ctx, args["path"], write=True)
+    path = confine(ctx, args["path"], write=True, protect_git=opts.protect_git)
+    # Read, check and replace under the lock: a concurrent edit applies to this one's result.
+    with write_lock(ctx, [path]):
+        return _edit_locked(ctx, opts, path, edits)
+
+
+def _edit_locked(ctx: ToolContext, opts: _FileOptions, path: Path, edits: list[_Edit]) -> Result:
     name = display(ctx, path)
     try:
         with _open_for_reading(path) as f:
@@ -554,6 +596,7 @@ def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) ->
         )
     if opts.require_read:
         check_guard(ctx, path, st, "edit")
+    check_writable(ctx, path, st, "edit")
     original = decode_text(data)
     crlf = uses_crlf(original)
     text = original.replace("\r\n", "\n") if crlf else original
@@ -575,10 +618,7 @@ def _edit_sync(ctx: ToolContext, opts: _FileOptions, args: Mapping[str, Any]) ->
     snippet = _snippet(result, changed_at, edits[-1].new)
     if crlf:
         result = result.replace("\n", "\r\n")
-    try:
-        new_st = _atomic_write(path, encode_text(result))
-    except OSError as exc:
-        raise _os_error(ctx, path, "write", exc) from exc
+    new_st = _atomic_write(ctx, path, encode_text(result), stamp_of(st))
     record_stamp(ctx, path, new_st)
     what = f"{len(edits)} edits" if len(edits) > 1 else "1 edit"
     return Result(
@@ -625,7 +665,7 @@ def files_tools(options: Mapping[str, Any]) -> list[Tool]:
 
     Args:
         options: any of `max_lines`, `max_line_chars`, `max_output_chars`, `max_image_bytes`,
-            `max_edit_bytes` (positive integers) and `require_read` (bool).
+            `max_edit_bytes` (positive integers), `require_read` and `protect_git` (bools).
 
     Raises:
         ConfigError: an unknown option or a value of the wrong kind.

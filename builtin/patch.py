@@ -12,6 +12,11 @@ differences, each because a model's tree should never be left half-changed or si
   newline); CRLF files stay CRLF on every system (upstream converts back only on Windows).
 - Errors name the hunk, the file and the first line of the chunk that did not match, with the
   file's line there, so the model can fix the patch instead of re-reading the whole file.
+
+Like `write` and `edit` (`files.py`), a patch holds the write lock of every file it touches
+(taken in one sorted order, so two patches never deadlock) from reading them to the last
+rename: concurrent patches and edits each apply to the result of the one before. Read-only
+files and folders, and git metadata (`protect_git`), are refused.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from typing import Any, Literal
 from toolnexus import Result, Tool, ToolContext, ToolError
 
 from ._common import (
+    Changed,
+    Stamp,
+    check_writable,
     confine,
     decode_text,
     display,
@@ -41,7 +49,9 @@ from ._common import (
     looks_binary,
     parse_options,
     record_stamp,
+    stamp_of,
     uses_crlf,
+    write_lock,
     write_temp,
 )
 
@@ -74,6 +84,8 @@ class _PatchOptions:
 
     max_file_bytes: int = 16 * 1024 * 1024
     """Largest file an Update hunk will load."""
+    protect_git: bool = True
+    """Refuse to change git metadata that can make git run a program (`_gitguard.py`)."""
 
 
 # --- parsing --------------------------------------------------------------------------------
@@ -365,16 +377,27 @@ class _Plan:
 
     final: dict[Path, bytes | None] = field(default_factory=dict)
     """Path -> new bytes, or None to delete. Later hunks see earlier hunks' results."""
+    seen: dict[Path, Stamp | None] = field(default_factory=dict)
+    """Path -> the version on disk when planned (None: absent), checked again before renaming."""
     summary: list[str] = field(default_factory=list)
 
-    def current(self, path: Path, read_limit: int) -> bytes | None:
-        """The file's content as the earlier hunks left it (None: absent or deleted)."""
-        if path in self.final:
-            return self.final[path]
+    def look(self, path: Path) -> os.stat_result | None:
+        """`path`'s stat the first time the plan meets it (None: absent), remembered."""
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            return None
+            st = None
+        self.seen.setdefault(path, stamp_of(st) if st is not None else None)
+        return st
+
+    def current(self, path: Path, read_limit: int) -> tuple[bytes | None, os.stat_result | None]:
+        """The file's content as the earlier hunks left it (None: absent or deleted), and its
+        stat on disk when it has not been planned yet."""
+        if path in self.final:
+            return self.final[path], None
+        st = self.look(path)
+        if st is None:
+            return None, None
         if stat.S_ISDIR(st.st_mode):
             raise _Unusable("is a directory; apply_patch adds, updates and deletes files only")
         if not stat.S_ISREG(st.st_mode):
@@ -384,26 +407,29 @@ class _Plan:
                 f"is {st.st_size} bytes, over the {read_limit}-byte limit; change it with the "
                 f"shell instead"
             )
-        return path.read_bytes()
+        return path.read_bytes(), st
 
 
 class _Unusable(Exception):
     """Internal signal: a path exists but apply_patch cannot use it (the caller adds the hunk)."""
 
 
-def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Plan:
+def _plan(ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions) -> _Plan:
+    """Every hunk checked against the tree as earlier hunks leave it. Call under the locks."""
     plan = _Plan()
     for number, hunk in enumerate(hunks, start=1):
         where = hunk.describe(number)
-        path = confine(ctx, hunk.path, write=True)
+        path = confine(ctx, hunk.path, write=True, protect_git=opts.protect_git)
         try:
-            current = plan.current(path, opts.max_file_bytes)
+            current, st = plan.current(path, opts.max_file_bytes)
         except _Unusable as why:
             raise ToolError(f"{where}: {hunk.path!r} {why}. Nothing was changed.") from None
         except OSError as exc:
             raise ToolError(
                 f"{where}: cannot read {hunk.path!r}: {exc.strerror or exc}. Nothing was changed."
             ) from exc
+        verb = {"add": "overwrite" if current is not None else "create", "delete": "delete"}
+        _check_writable(ctx, where, path, st, verb.get(hunk.kind, "update"))
         if hunk.kind == "add":
             plan.final[path] = encode_text(hunk.contents)
             plan.summary.append(f"A {hunk.path}")
@@ -435,13 +461,16 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
                 ) from None
             data = encode_text(text)
             if hunk.move_to is not None:
-                dest = confine(ctx, hunk.move_to, write=True)
+                dest = confine(ctx, hunk.move_to, write=True, protect_git=opts.protect_git)
                 # The destination is replaced, never read: any size will do, but not a folder.
                 if dest.is_dir():
                     raise ToolError(
                         f"{where}: the move destination {hunk.move_to!r} is a directory. "
                         f"Nothing was changed."
                     )
+                if dest not in plan.final:
+                    dest_st = plan.look(dest)
+                    _check_writable(ctx, where, dest, dest_st, "overwrite" if dest_st else "create")
                 plan.final[dest] = data
                 if dest != path:
                     plan.final[path] = None
@@ -452,37 +481,85 @@ def _plan(ctx: ToolContext, opts: _PatchOptions, hunks: Sequence[_Hunk]) -> _Pla
     return plan
 
 
+def _check_writable(
+    ctx: ToolContext, where: str, path: Path, st: os.stat_result | None, verb: str
+) -> None:
+    try:
+        check_writable(ctx, path, st, verb)
+    except ToolError as exc:
+        raise ToolError(f"{where}: {exc.message} Nothing was changed.") from None
+
+
+def _targets(ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions) -> list[Path]:
+    """Every path the patch may write or delete, resolved (and refused early if confined)."""
+    paths: list[Path] = []
+    for hunk in hunks:
+        paths.append(confine(ctx, hunk.path, write=True, protect_git=opts.protect_git))
+        if hunk.move_to is not None:
+            paths.append(confine(ctx, hunk.move_to, write=True, protect_git=opts.protect_git))
+    return paths
+
+
+def _written(hunks: Sequence[_Hunk], targets: Sequence[Path]) -> list[Path]:
+    """The targets that may receive content (Add paths and move destinations)."""
+    out: list[Path] = []
+    at = 0
+    for hunk in hunks:
+        if hunk.kind == "add":
+            out.append(targets[at])
+        at += 1
+        if hunk.move_to is not None:
+            out.append(targets[at])
+            at += 1
+    return out
+
+
 def _commit(ctx: ToolContext, plan: _Plan) -> None:
     """Make the plan real: stage everything, then rename and delete; roll back on failure.
 
     Staging (folders, synced temp files, backup links of every file about to be replaced or
     deleted) is where nearly every failure happens (permissions, a full disk), and it changes
-    nothing visible. The renames that follow rarely fail; if one does, the backups put back
-    what was already changed.
+    nothing visible. Then every file is checked to be the version planned from (another
+    program may have written it: toolnexus writers are held off by the locks). The renames
+    that follow rarely fail; if one does, the backups put back what was already changed.
     """
     created_dirs: list[Path] = []
     staged: list[tuple[Path, Path]] = []
     backups: dict[Path, Path] = {}
+    at: Path | None = None
     try:
         for path, data in plan.final.items():
+            at = path
             if path.exists():
                 backups[path] = _backup(path)
             if data is not None:
                 created_dirs += _make_parents(path.parent)
                 staged.append((write_temp(path, data), path))
-    except OSError as exc:
+        for path in plan.final:
+            at = path
+            if _version(path) != plan.seen.get(path):
+                raise Changed(
+                    f"{display(ctx, path)!r} changed on disk while the patch was being applied "
+                    f"(another program wrote it). Nothing was changed; read it again and send "
+                    f"the patch again."
+                )
+    except (OSError, Changed) as exc:
         _discard([tmp for tmp, _ in staged] + list(backups.values()), created_dirs)
+        if isinstance(exc, Changed):
+            raise
         raise ToolError(
-            f"could not write {display(ctx, Path(exc.filename or '?'))!r}: "
+            f"could not write {display(ctx, Path(exc.filename or at or '?'))!r}: "
             f"{exc.strerror or exc}. Nothing was changed."
         ) from exc
     done: list[Path] = []
     try:
         for tmp, path in staged:
+            at = path
             os.replace(tmp, path)
             done.append(path)
         for path, data in plan.final.items():
             if data is None:
+                at = path
                 path.unlink(missing_ok=True)
                 done.append(path)
     except OSError as exc:
@@ -494,12 +571,19 @@ def _commit(ctx: ToolContext, plan: _Plan) -> None:
                 path.unlink(missing_ok=True)
         _discard(list(backups.values()), created_dirs)
         raise ToolError(
-            f"could not apply the patch to {display(ctx, Path(exc.filename or '?'))!r}: "
+            f"could not apply the patch to {display(ctx, Path(exc.filename or at or '?'))!r}: "
             f"{exc.strerror or exc}. The files already changed were restored."
         ) from exc
     _discard(list(backups.values()), [])
     for folder in {path.parent for path in plan.final}:
         fsync_dir(folder)
+
+
+def _version(path: Path) -> Stamp | None:
+    try:
+        return stamp_of(os.stat(path))
+    except FileNotFoundError:
+        return None
 
 
 def _backup(path: Path) -> Path:
@@ -544,13 +628,25 @@ def _apply_patch_sync(ctx: ToolContext, opts: _PatchOptions, patch: str) -> Resu
             "the patch holds no hunks, so no files were modified. Put at least one "
             f"'{_ADD}', '{_DELETE}' or '{_UPDATE}' section between the Begin and End lines."
         )
-    plan = _plan(ctx, opts, hunks)
-    _commit(ctx, plan)
-    for path, data in plan.final.items():
-        if data is None:
-            forget_stamp(ctx, path)
-        else:
-            record_stamp(ctx, path, os.stat(path))
+    targets = _targets(ctx, hunks, opts)
+    # New files' folders exist before the locks are taken: the cross-process lock is the
+    # folder's. They go again if the patch fails.
+    made: list[Path] = []
+    for path in _written(hunks, targets):
+        with contextlib.suppress(OSError):  # _commit meets the same error and reports it
+            made += _make_parents(path.parent)
+    try:
+        with write_lock(ctx, targets):
+            plan = _plan(ctx, hunks, opts)
+            _commit(ctx, plan)
+            for path, data in plan.final.items():
+                if data is None:
+                    forget_stamp(ctx, path)
+                else:
+                    record_stamp(ctx, path, os.stat(path))
+    except BaseException:
+        _discard([], made)
+        raise
     return Result(
         content="Success. Updated the following files:\n" + "\n".join(plan.summary),
         metadata={"changes": list(plan.summary)},
@@ -588,7 +684,8 @@ def patch_tools(options: Mapping[str, Any]) -> list[Tool]:
     """The `apply_patch` tool.
 
     Args:
-        options: `max_file_bytes` (positive integer): the largest file an update will load.
+        options: `max_file_bytes` (positive integer): the largest file an update will load;
+            `protect_git` (bool): refuse git metadata that can make git run a program.
 
     Raises:
         ConfigError: an unknown option or a value of the wrong kind.

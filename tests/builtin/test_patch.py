@@ -81,6 +81,10 @@ async def _run_scenario(case: Path, tmp_path: Path, tool: Tool) -> Path:
     work = tmp_path / "work"
     if (case / "input").is_dir():
         shutil.copytree(case / "input", work)
+        # The scenarios are about content; a read-only checkout of them must not make the
+        # copies read-only too (apply_patch refuses read-only files).
+        for path in [work, *work.rglob("*")]:
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
     else:
         work.mkdir()
     patch = (case / "patch.txt").read_bytes().decode("utf-8")
