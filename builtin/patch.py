@@ -428,8 +428,13 @@ def _plan(ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions) -> _Pla
             raise ToolError(
                 f"{where}: cannot read {hunk.path!r}: {exc.strerror or exc}. Nothing was changed."
             ) from exc
-        verb = {"add": "overwrite" if current is not None else "create", "delete": "delete"}
-        _check_writable(ctx, where, path, st, verb.get(hunk.kind, "update"))
+        if hunk.kind == "add":
+            verb = "overwrite" if current is not None else "create"
+        elif hunk.kind == "update" and hunk.move_to is not None:
+            verb = "move"
+        else:
+            verb = hunk.kind
+        _check_writable(ctx, where, path, st, verb)
         if hunk.kind == "add":
             plan.final[path] = encode_text(hunk.contents)
             plan.summary.append(f"A {hunk.path}")
@@ -633,7 +638,9 @@ def _apply_patch_sync(ctx: ToolContext, opts: _PatchOptions, patch: str) -> Resu
     # folder's. They go again if the patch fails.
     made: list[Path] = []
     for path in _written(hunks, targets):
-        with contextlib.suppress(OSError):  # _commit meets the same error and reports it
+        # A refusal or an error here is met again by _plan or _commit, which report it.
+        with contextlib.suppress(OSError, ToolError):
+            check_writable(ctx, path, None, "create")
             made += _make_parents(path.parent)
     try:
         with write_lock(ctx, targets):

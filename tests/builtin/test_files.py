@@ -507,3 +507,52 @@ async def test_the_sandbox_policy_applies_to_file_tools(tmp_path: Path) -> None:
             {"path": "a.txt", "old_string": "a", "new_string": "b"}, ctx(kit.edit, read_only)
         )
     assert (tmp_path / "a.txt").read_text() == "a\n"
+
+
+# --- read-only files and folders ------------------------------------------------------------
+
+
+async def test_write_and_edit_refuse_a_read_only_file(tmp_path: Path, kit: Kit) -> None:
+    target = tmp_path / "locked.txt"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    await kit.run(kit.read, path="locked.txt")
+    with pytest.raises(ToolError, match=r"refusing to overwrite 'locked.txt': it is read-only"):
+        await kit.run(kit.write, path="locked.txt", content="new\n")
+    with pytest.raises(ToolError, match=r"refusing to edit 'locked.txt': it is read-only"):
+        await kit.run(kit.edit, path="locked.txt", old_string="keep", new_string="new")
+    assert target.read_text() == "keep\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o444
+    # Made writable again (what the message says to do), the same write goes through.
+    target.chmod(0o644)
+    await kit.run(kit.read, path="locked.txt")
+    await kit.run(kit.write, path="locked.txt", content="new\n")
+    assert target.read_text() == "new\n"
+
+
+async def test_write_refuses_a_read_only_folder(tmp_path: Path, kit: Kit) -> None:
+    folder = tmp_path / "frozen"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(ToolError, match=r"its folder 'frozen' is read-only \(mode 0555\)"):
+            await kit.run(kit.write, path="frozen/new.txt", content="x")
+        with pytest.raises(ToolError, match=r"its folder 'frozen' is read-only"):
+            await kit.run(kit.write, path="frozen/deeper/new.txt", content="x")
+        assert list(folder.iterdir()) == []
+    finally:
+        folder.chmod(0o755)
+
+
+async def test_replacing_keeps_mode_and_owner(tmp_path: Path, kit: Kit) -> None:
+    target = tmp_path / "owned.sh"
+    target.write_text("echo a\n")
+    if os.geteuid() == 0:
+        os.chown(target, 65534, 65534)
+    target.chmod(0o4751)  # after chown, which clears set-id bits
+    before = target.stat()
+    await _read_then_edit(kit, "owned.sh", old_string="a", new_string="b")
+    after = target.stat()
+    assert after.st_ino != before.st_ino
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+    assert stat.S_IMODE(after.st_mode) == 0o4751
