@@ -41,7 +41,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-__all__ = ["git_refusal", "gitdir_entry"]
+__all__ = ["git_refusal", "gitdir_entry", "protected_under"]
 
 GITDIR_PROGRAM_ENTRIES = frozenset({"config", "config.worktree", "commondir", "hooks"})
 """First components, below a git directory, that name programs or another git directory."""
@@ -131,6 +131,42 @@ def _bare_repository_refusal(path: Path) -> str | None:
         if folder == folder.parent:
             return None
         folder = folder.parent
+
+
+def protected_under(root: Path) -> list[Path]:
+    """The protected paths under `root` as they stand now, for a sandbox that must make them
+    read-only by mounting (it cannot apply a predicate): every `.git` entry (a gitfile is
+    protected whole), and for each git directory found (`.git`, its `modules/` and `worktrees/`
+    git directories, bare lookalikes) its `config`, `config.worktree`, `commondir`, `hooks` and
+    alternates paths, *whether or not they exist yet* (a sandbox that cannot protect a missing
+    path protects its parent). Symlinks are not followed; objects are not walked.
+    """
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        names = set(dirs) | set(files)
+        for name in sorted(names):
+            if is_dotgit(name):
+                found.append(here / name)
+                if name in dirs:
+                    found += _gitdir_paths(here / name)
+        if {"HEAD", "objects", "refs"} <= names and not is_dotgit(here.name):
+            found += _gitdir_paths(here)
+        dirs[:] = [d for d in dirs if not is_dotgit(d) and not (here / d).is_symlink()]
+    return list(dict.fromkeys(found))
+
+
+def _gitdir_paths(gitdir: Path) -> list[Path]:
+    out = [gitdir / name for name in sorted(GITDIR_PROGRAM_ENTRIES)]
+    out += [gitdir.joinpath(*a) for a in ALTERNATES]
+    for nested in ("modules", "worktrees"):
+        base = gitdir / nested
+        if base.is_dir() and not base.is_symlink():
+            for folder, dirs, files in os.walk(base):
+                if "HEAD" in files:  # a submodule's or a linked worktree's git directory
+                    out += _gitdir_paths(Path(folder))
+                    dirs[:] = []
+    return out
 
 
 def _real(path: Path) -> Path:

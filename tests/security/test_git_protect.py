@@ -356,3 +356,48 @@ def test_the_option_lifts_the_guard_through_a_toolkit(repo: Path) -> None:
     with create_toolkit(builtins={"write": {"protect_git": False}}, workspace=repo) as toolkit:
         assert not toolkit.execute("write", call).is_error
     assert (repo / "sub/.git").read_text() == "gitdir: /elsewhere\n"
+
+
+def test_protected_under_lists_what_a_sandbox_must_mount_read_only(repo: Path) -> None:
+    from builtin._gitguard import protected_under
+
+    _git(
+        repo,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    (repo / "lib").mkdir()
+    _git(repo / "lib", "init", "-q", ".")
+    (repo / "vendor").mkdir()
+    (repo / "vendor/.git").write_text("gitdir: ../.git/modules/vendor\n")
+    (repo / ".git/modules/vendor/hooks").mkdir(parents=True)
+    (repo / ".git/modules/vendor/HEAD").write_text("ref: refs/heads/main\n")
+    for name in ("HEAD", "objects/.k", "refs/.k"):
+        (repo / "fx" / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "fx" / name).write_text("x\n")
+    found = {p.relative_to(repo).as_posix() for p in protected_under(repo)}
+    for want in (
+        ".git",
+        ".git/config",
+        ".git/hooks",
+        ".git/commondir",
+        ".git/objects/info/alternates",
+        ".git/modules/vendor/config",
+        ".git/modules/vendor/hooks",
+        "lib/.git",
+        "lib/.git/config",
+        "vendor/.git",
+        "fx/config",
+        "fx/hooks",
+    ):
+        assert want in found, want
+    # Every listed path is one the file tools refuse.
+    assert all(git_refusal(repo / p) is not None for p in found)
+    assert not any(p.startswith(".git/objects/") and "info" not in p for p in found)
