@@ -69,7 +69,10 @@ def is_dotgit(name: str) -> bool:
 
 def gitdir_entry(parts: tuple[str, ...]) -> str | None:
     """Why `parts`, a path below a git directory, is protected there (or None)."""
-    folded = tuple(fold(p) for p in parts)
+    return _entry(parts, tuple(fold(p) for p in parts))
+
+
+def _entry(parts: tuple[str, ...], folded: tuple[str, ...]) -> str | None:
     if folded and folded[0] in GITDIR_PROGRAM_ENTRIES:
         return f"{parts[0]!r} of a git directory"
     for alternates in ALTERNATES:
@@ -82,55 +85,59 @@ def git_refusal(path: Path) -> str | None:
     """Why creating, replacing or deleting `path` (absolute) is refused, or None.
 
     Pure on the path's text except for the bare-repository rule and the user's configuration,
-    which look at the folders above `path` (a few `stat` calls).
+    which look at the folders above `path` (a few `stat` calls, only for paths whose names
+    could matter).
     """
     parts = path.parts
-    for index, part in enumerate(parts):
-        if not is_dotgit(part):
+    folded = tuple(fold(p) for p in parts)
+    for index, name in enumerate(folded):
+        if not (name == ".git" or _SHORT_NAME.fullmatch(name)):
             continue
         if index == len(parts) - 1:
             return (
                 f"{path.name!r} is a repository's git entry (as a file, a gitfile moves the "
                 f"repository anywhere)"
             )
-        below = parts[index + 1 :]
-        for start in range(len(below)):
+        for start in range(index + 1, len(parts)):
             # `.git/modules/<name>/` and `.git/worktrees/<id>/` are git directories too.
-            why = gitdir_entry(below[start:])
+            why = _entry(parts[start:], folded[start:])
             if why is not None:
                 return f"it is the {why} ({Path(*parts[: index + 1])})"
-    bare = _bare_repository_refusal(path)
-    if bare is not None:
-        return bare
-    if _real(path) in _user_configs():
+    for start in range(1, len(parts)):
+        if folded[start] in _LOOK_FOLDED or _entry(parts[start:], folded[start:]) is not None:
+            bare = _bare_repository_refusal(Path(*parts[:start]), parts[start:], folded[start:])
+            if bare is not None:
+                return bare
+    if _is_user_config(path):
         return "it is the user's own git configuration"
     return None
 
 
-def _bare_repository_refusal(path: Path) -> str | None:
-    """Refuse a write that leaves some folder above `path` both looking like a git directory
-    and holding a protected entry (or that is the write adding one of the two)."""
-    folder = path.parent
-    while True:
-        below = path.relative_to(folder).parts
-        first = fold(below[0])
-        relevant = first in {fold(n) for n in _GITDIR_LOOK} or gitdir_entry(below) is not None
-        if relevant and folder.is_dir():
-            looks = all(first == fold(name) or (folder / name).exists() for name in _GITDIR_LOOK)
-            dangerous = (
-                gitdir_entry(below) is not None
-                or any((folder / name).exists() for name in GITDIR_PROGRAM_ENTRIES)
-                or any((folder / Path(*a)).exists() for a in ALTERNATES)
-            )
-            if looks and dangerous:
-                return (
-                    f"{folder} looks like a git directory (HEAD, objects/, refs/), which git "
-                    f"uses as a bare repository, and this write changes its "
-                    f"{below[0]!r}"
-                )
-        if folder == folder.parent:
-            return None
-        folder = folder.parent
+_LOOK_FOLDED = frozenset(fold(n) for n in _GITDIR_LOOK)
+
+
+def _bare_repository_refusal(
+    folder: Path, below: tuple[str, ...], folded: tuple[str, ...]
+) -> str | None:
+    """Refuse a write that leaves `folder` both looking like a git directory and holding a
+    protected entry (or that is the write adding one of the two)."""
+    entry = _entry(below, folded)
+    if not folder.is_dir():
+        return None
+    looks = all(folded[0] == fold(name) or (folder / name).exists() for name in _GITDIR_LOOK)
+    if not looks:
+        return None
+    dangerous = (
+        entry is not None
+        or any((folder / name).exists() for name in GITDIR_PROGRAM_ENTRIES)
+        or any((folder / Path(*a)).exists() for a in ALTERNATES)
+    )
+    if not dangerous:
+        return None
+    return (
+        f"{folder} looks like a git directory (HEAD, objects/, refs/), which git uses as a "
+        f"bare repository, and this write changes its {below[0]!r}"
+    )
 
 
 def protected_under(root: Path) -> list[Path]:
@@ -169,14 +176,14 @@ def _gitdir_paths(gitdir: Path) -> list[Path]:
     return out
 
 
-def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
-
-
-def _user_configs() -> set[Path]:
+def _is_user_config(path: Path) -> bool:
+    global_config = os.environ.get("GIT_CONFIG_GLOBAL")
+    if fold(path.name) not in {".gitconfig", "config", fold(os.path.basename(global_config or ""))}:
+        return False  # the common case, without building paths or calling the system
     home = Path.home()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    found = {home / ".gitconfig", xdg / "git" / "config"}
-    if global_config := os.environ.get("GIT_CONFIG_GLOBAL"):
-        found.add(Path(global_config))
-    return {_real(p) for p in found}
+    candidates = [home / ".gitconfig", xdg / "git" / "config"]
+    if global_config:
+        candidates.append(Path(global_config))
+    real = Path(os.path.realpath(path))
+    return any(real == Path(os.path.realpath(c)) for c in candidates)
