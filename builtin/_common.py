@@ -181,7 +181,7 @@ def check_writable(ctx: ToolContext, path: Path, st: os.stat_result | None, verb
         folder_st = os.stat(folder)
     except OSError:
         return  # the write itself will fail and say why
-    if _read_only(folder, folder_st, os.W_OK | os.X_OK):
+    if stat.S_ISDIR(folder_st.st_mode) and _read_only(folder, folder_st, os.W_OK | os.X_OK):
         raise ToolError(
             f"refusing to {verb} {display(ctx, path)!r}: its folder {display(ctx, folder)!r} "
             f"is read-only (mode {stat.S_IMODE(folder_st.st_mode):04o}), so files in it cannot "
@@ -239,7 +239,7 @@ def write_lock(ctx: ToolContext, paths: Iterable[Path]) -> Iterator[None]:
 def _busy(ctx: ToolContext, path: Path) -> ToolError:
     return ToolError(
         f"{display(ctx, path)!r} is being changed by another call that has held it for "
-        f"{LOCK_WAIT_S:.0f} s; nothing was changed. Try again later."
+        f"{LOCK_WAIT_S:g} s; nothing was changed. Try again later."
     )
 
 
@@ -289,7 +289,11 @@ def _folder_lock(ctx: ToolContext, folder: Path, deadline: float) -> Iterator[No
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise _busy(ctx, folder) from None
+                    raise ToolError(
+                        f"another process is writing in the folder {display(ctx, folder)!r} "
+                        f"and has held its lock for {LOCK_WAIT_S:g} s; nothing was changed. "
+                        f"Try again later."
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
                 continue

@@ -495,28 +495,19 @@ def _check_writable(
         raise ToolError(f"{where}: {exc.message} Nothing was changed.") from None
 
 
-def _targets(ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions) -> list[Path]:
-    """Every path the patch may write or delete, resolved (and refused early if confined)."""
-    paths: list[Path] = []
+def _targets(
+    ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions
+) -> list[tuple[Path, bool]]:
+    """Every path the patch may write or delete, resolved (refused early if confined), and
+    whether it may receive content (an Add path or a move destination)."""
+    paths: list[tuple[Path, bool]] = []
     for hunk in hunks:
-        paths.append(confine(ctx, hunk.path, write=True, protect_git=opts.protect_git))
+        path = confine(ctx, hunk.path, write=True, protect_git=opts.protect_git)
+        paths.append((path, hunk.kind == "add"))
         if hunk.move_to is not None:
-            paths.append(confine(ctx, hunk.move_to, write=True, protect_git=opts.protect_git))
+            dest = confine(ctx, hunk.move_to, write=True, protect_git=opts.protect_git)
+            paths.append((dest, True))
     return paths
-
-
-def _written(hunks: Sequence[_Hunk], targets: Sequence[Path]) -> list[Path]:
-    """The targets that may receive content (Add paths and move destinations)."""
-    out: list[Path] = []
-    at = 0
-    for hunk in hunks:
-        if hunk.kind == "add":
-            out.append(targets[at])
-        at += 1
-        if hunk.move_to is not None:
-            out.append(targets[at])
-            at += 1
-    return out
 
 
 def _commit(ctx: ToolContext, plan: _Plan) -> None:
@@ -637,13 +628,13 @@ def _apply_patch_sync(ctx: ToolContext, opts: _PatchOptions, patch: str) -> Resu
     # New files' folders exist before the locks are taken: the cross-process lock is the
     # folder's. They go again if the patch fails.
     made: list[Path] = []
-    for path in _written(hunks, targets):
+    for path in [path for path, receives in targets if receives]:
         # A refusal or an error here is met again by _plan or _commit, which report it.
         with contextlib.suppress(OSError, ToolError):
             check_writable(ctx, path, None, "create")
             made += _make_parents(path.parent)
     try:
-        with write_lock(ctx, targets):
+        with write_lock(ctx, [path for path, _ in targets]):
             plan = _plan(ctx, hunks, opts)
             _commit(ctx, plan)
             for path, data in plan.final.items():

@@ -254,6 +254,65 @@ def test_two_processes_editing_one_file_lose_nothing(
     assert _leftovers(tmp_path) == []
 
 
+def test_a_writer_held_up_by_another_process_gives_up_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    """Another toolnexus process holds the folder's lock: the call waits, then says so."""
+    import builtin._common
+
+    monkeypatch.setattr(builtin._common, "LOCK_WAIT_S", 0.5)
+    target = tmp_path / "f.txt"
+    target.write_text("old\n")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.readline()",
+            str(tmp_path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with create_toolkit(builtins={"edit": {"require_read": False}}, workspace=tmp_path) as kit:
+            args = {"path": "f.txt", "old_string": "old", "new_string": "new"}
+            result = kit.execute("edit", args)
+            assert result.is_error
+            assert "another process is writing in the folder '.'" in result.content
+            assert target.read_text() == "old\n"
+            holder.communicate("go\n", timeout=30)
+            assert not kit.execute("edit", args).is_error
+    finally:
+        holder.kill()
+        holder.wait()
+    assert target.read_text() == "new\n"
+
+
+def test_a_writer_held_up_in_this_process_gives_up_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    import builtin._common
+    from toolnexus import ToolContext
+
+    monkeypatch.setattr(builtin._common, "LOCK_WAIT_S", 0.5)
+    target = tmp_path / "f.txt"
+    target.write_text("old\n")
+    ctx = ToolContext(call_id="c", tool_name="edit", workspace=tmp_path, roots=(tmp_path,))
+    with create_toolkit(builtins={"edit": {"require_read": False}}, workspace=tmp_path) as kit:
+        args = {"path": "f.txt", "old_string": "old", "new_string": "new"}
+        with builtin._common.write_lock(ctx, [target.resolve()]):  # another toolkit's writer
+            result = kit.execute("edit", args)
+        assert result.is_error
+        assert "'f.txt' is being changed by another call" in result.content
+        assert target.read_text() == "old\n"
+        assert not kit.execute("edit", args).is_error
+    assert target.read_text() == "new\n"
+    assert builtin._common._locks == {}  # no lock entry outlives its users
+
+
 # --- full disk ------------------------------------------------------------------------------
 
 
