@@ -80,6 +80,10 @@ WHATWG = [
     ("ws://evil.com/", "evil.com"),
     ("foo://Evil.com/x", "Evil.com"),  # non-special: an opaque host, as written
     ("foo:evil.com", None),  # non-special without `//`: no host
+    ("sc://ñ.com/", None),  # an opaque host is percent-encoded, not mapped by IDNA
+    ("http://[::1]x/", None),
+    ("http://user:pa:ss@evil.com/", "evil.com"),
+    ("ht\ttp://evil.com/", "evil.com"),  # even inside the scheme
     ("mailto:x@evil.com", None),
     ("file://evil.com/x", None),  # file hosts are not network targets here
     ("evil.com/x", None),  # no scheme and no base URL: failure

@@ -167,7 +167,10 @@ def _whatwg_host(text: str) -> str | None:
             return None
         return _normal(host)
     if not special:
-        return None if any(ch in _FORBIDDEN_HOST for ch in host) else host
+        # an opaque host: kept as written, non-ASCII percent-encoded (so never a plain name)
+        if not host.isascii() or any(ch in _FORBIDDEN_HOST for ch in host):
+            return None
+        return host
     domain = unquote_to_bytes(host).decode("utf-8", "replace")
     if domain.isascii() and not any(
         label.lower().startswith("xn--") for label in domain.split(".")
