@@ -251,8 +251,8 @@ LOOPBACK = [
     "http:\\\\127.0.0.1:{port}/",
     "http://%31%32%37.0.0.1:{port}/",
     "http://[::ffff:127.0.0.1]:{port}/",
-    "http://example.com\\@127.0.0.1:{port}/",
-    "http://127.0.0.1:{port}\\@example.com/",
+    "http://localhost\\@127.0.0.1:{port}/",  # (localhost: no DNS query leaves the machine)
+    "http://127.0.0.1:{port}\\@localhost/",
     "http://127.0.0.1\t:{port}/",
     "HTTP://127.0.0.1:{port}/",
     "http://127.0.0.1.:{port}/",
