@@ -41,7 +41,9 @@ class Secret(str):
 
     def __new__(cls, text: str = "", env_spans: tuple[Span, ...] | None = None) -> Secret:
         self = super().__new__(cls, text)
-        self.env_spans = ((0, len(text)),) if env_spans is None else env_spans
+        if env_spans is None:
+            env_spans = ((0, len(text)),) if text else ()
+        self.env_spans = env_spans
         return self
 
     def __repr__(self) -> str:
@@ -50,29 +52,16 @@ class Secret(str):
     def __reduce__(self) -> tuple[type[Secret], tuple[str, tuple[Span, ...]]]:
         return Secret, (str(self), self.env_spans)
 
-    def env_parts(self) -> tuple[str, ...]:
-        """The substrings that came from the environment."""
-        return tuple(self[a:b] for a, b in self.env_spans if b > a)
-
     def masked(self) -> str:
         """The text with every part that came from the environment replaced by `***`."""
         out: list[str] = []
         pos = 0
         for a, b in self.env_spans:
-            out.append(str.__getitem__(self, slice(pos, a)))
+            out.append(self[pos:a])
             out.append("***")
             pos = b
-        out.append(str.__getitem__(self, slice(pos, None)))
+        out.append(self[pos:])
         return "".join(out)
-
-    def slice(self, start: int, end: int) -> Secret:
-        """`self[start:end]`, keeping which of it came from the environment."""
-        spans = tuple(
-            (max(a, start) - start, min(b, end) - start)
-            for a, b in self.env_spans
-            if min(b, end) > max(a, start)
-        )
-        return Secret(str.__getitem__(self, slice(start, end)), spans)
 
 
 # --- the values masked in free text -----------------------------------------------------------
