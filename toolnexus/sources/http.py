@@ -290,8 +290,10 @@ class Endpoint:
             if hosts is not None and not any(fnmatch.fnmatchcase(host, p) for p in hosts):
                 allowed = ", ".join(hosts) or "none"
                 raise ToolError(
-                    f"requests to host {mask_secrets(host)!r} are not allowed for this tool "
-                    f"(allowed: {allowed})"
+                    mask_secrets(
+                        f"requests to host {host!r} are not allowed for this tool "
+                        f"(allowed: {allowed})"
+                    )
                 )
 
     def _content(self, args: Mapping[str, Any]) -> dict[str, Any]:
