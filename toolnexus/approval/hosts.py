@@ -25,6 +25,7 @@ either bindings to a C++ library (`ada-url`) or unmaintained, and the host part 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
@@ -223,11 +224,13 @@ def _httpx_host(text: str) -> str | None:
     return raw.decode("ascii", "replace") or None
 
 
+@functools.lru_cache(maxsize=256)
 def _url_hosts(value: str) -> tuple[str, ...] | None:
     """The names a URL argument's host goes by (the host, and the IPv4 address an
     IPv4-mapped IPv6 host carries), or None when the readings disagree or one fails.
 
     A value without a scheme (`example.com/x`, `//example.com/x`) is read as an http URL.
+    Cached: every host rule of a call reads the same URL (three parsers cost about 70 µs).
     """
     if _SCHEME.match(_TAB_OR_NEWLINE.sub("", value.lstrip(_C0_OR_SPACE))) is None:
         value = ("http:" if value.startswith("//") else "http://") + value
