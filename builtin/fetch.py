@@ -7,6 +7,12 @@ Safety first, because the model chooses the URL:
   otherwise not global (IPv4-mapped, 6to4 and NAT64 forms are unwrapped first), the request is
   refused unless the options allow it (`allow_private: true`, or `allow_hosts` listing the host
   name, a `*.domain` glob, the address or its network).
+- **One reading of the URL.** The host that is checked, resolved, pinned, matched against the
+  sandbox's host list and compared on redirects is httpx's reading of the URL, the one the
+  connection uses; an IPv4 shorthand such as `http://2130706433/` is caught on the address it
+  resolves to. Approval rules (`host:`, `fetch(domain:...)`) count a host only when the WHATWG
+  URL Standard, RFC 3986 and httpx read the same one, so a URL a browser reads differently
+  (`http://a.com\\@b.com/`, `http:/a.com`) is never allowed by such a rule.
 - **No DNS-rebinding window.** The connection goes to the exact address that was checked: a
   custom network backend under httpx connects to the pinned IP while the URL keeps its host
   name, so the `Host` header, TLS SNI and certificate verification all use the name. No second

@@ -374,7 +374,6 @@ def test_nul_in_a_path_matches_deny_never_allow(ws: Path) -> None:
         ("xn--bcher-kva.example", "https://BÜCHER.example/", True),
         ("example.com", "example.com/path", True),  # no scheme
         ("127.0.0.1", "http://127.0.0.1:8080/", True),
-        ("evil.com", "http://%65vil.com/", True),
     ],
 )
 def test_host(pattern: str, url: str, expected: bool) -> None:
@@ -382,7 +381,16 @@ def test_host(pattern: str, url: str, expected: bool) -> None:
     assert matches({"url": {"host": pattern}}, {"url": url}, as_="allow") is expected
 
 
-@pytest.mark.parametrize("url", ["http://evil.com\\@good.com/", "http://go od.com/", "", "http://"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://evil.com\\@good.com/",
+        "http://go od.com/",
+        "",
+        "http://",
+        "http://%65vil.com/",  # WHATWG decodes it to evil.com, httpx looks up `%65vil.com`
+    ],
+)
 def test_unreadable_host_matches_deny_never_allow(url: str) -> None:
     assert matches({"url": {"host": "good.com"}}, {"url": url}, as_="deny") is True
     assert matches({"url": {"host": "*"}}, {"url": url}, as_="allow") is False

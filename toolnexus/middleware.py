@@ -252,9 +252,15 @@ def audit(
     """Append one JSON line per call: time, tool, call id, redacted arguments, decision and the
     rule behind it, duration, and the error if any.
 
+    Values under secret-looking keys (`secret_keys`) become `***`, and so does every value
+    `${VAR}` interpolation substituted, wherever it shows up: an argument equal to a token, a
+    templated URL or a server's echo inside an error message.
+
     Writes to `path` (created with its folder, appended to) or to `stream`; with neither, to the
     `toolnexus.audit` logger.
     """
+    from .manifest.interpolate import mask_secrets
+
     pattern = re.compile(secret_keys, re.IGNORECASE) if secret_keys else SECRET_KEYS
     lock = threading.Lock()
     audit_logger = logging.getLogger("toolnexus.audit")
@@ -282,20 +288,35 @@ def audit(
             "ts": round(time.time(), 3),
             "tool": call.name,
             "call_id": call.ctx.call_id,
-            "args": redact_arguments(call.arguments, pattern),
+            "args": _masked(redact_arguments(call.arguments, pattern)),
             "decision": call.verdict.decision.value,
-            "rule": call.verdict.rule,
+            "rule": mask_secrets(call.verdict.rule) if call.verdict.rule else call.verdict.rule,
             "origin": call.verdict.origin,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
             "is_error": result.is_error,
         }
         if result.is_error:
-            record["error"] = result.content[:max_error_chars]
+            record["error"] = mask_secrets(result.content)[:max_error_chars]
             record["error_type"] = result.metadata.get("error_type")
         write(json.dumps(record, ensure_ascii=False, default=str))
         return result
 
     return audit_middleware
+
+
+def _masked(value: Any) -> Any:
+    """A copy of `value` with interpolated secrets masked in every string, keys included."""
+    from .manifest.interpolate import mask_secrets
+
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, Mapping):
+        return {_masked(k): _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v) for v in value]
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return mask_secrets(str(value))
 
 
 def redact(patterns: Sequence[str] = (), *, values: Iterable[str] = ()) -> Middleware:

@@ -28,7 +28,13 @@ __all__: list[str] = []
 def _glob_regex(pattern: str, *, segments: bool) -> str:
     """Translate a glob to a regex body. With `segments`, `*` and `?` stay inside one path
     segment and `**` spans segments (`a/**/b`, `**/x`, `dir/**`); without, `*` spans anything.
-    Also: `[abc]`, `[!abc]`, `{a,b}`, and `\\` to escape the next character."""
+    Either way `**/` opening a segment means zero or more folders (`**/x` matches `x`).
+    Also: `[abc]`, `[!abc]`, `{a,b}`, and `\\` to escape the next character.
+
+    Translated here rather than by a glob library: `glob:` lets `*` span `/` (it matches any
+    string, not only paths) while keeping globstar's `**/`, and both spellings take braces;
+    neither pathspec (gitignore: no braces) nor wcmatch offers that mix. The path specs of
+    permission strings are checked against pathspec's gitignore reading in the tests."""
     star, one = ("[^/]*", "[^/]") if segments else (".*", ".")
     out: list[str] = []
     i, n = 0, len(pattern)
@@ -39,12 +45,12 @@ def _glob_regex(pattern: str, *, segments: bool) -> str:
             while j < n and pattern[j] == "*":
                 j += 1
             at_start = i == 0 or pattern[i - 1] == "/"
-            if segments and j - i >= 2 and at_start:
+            if j - i >= 2 and at_start:
                 if j == n:
                     out.append(".*")
                     i = j
                     continue
-                if pattern[j] == "/":
+                if pattern[j] == "/":  # `**/`: zero or more folders (gitignore, globstar)
                     out.append("(?:.*/)?")
                     i = j + 1
                     continue
@@ -157,9 +163,13 @@ def _workspace_forms(workspace: Path) -> tuple[str, str]:
     return lexical, os.path.realpath(lexical)
 
 
-def _path_candidates(value: str, workspace: Path) -> list[tuple[str, str]] | None:
-    """(path, workspace) pairs a path argument may mean: as written (`..` collapsed) and with
-    symlinks resolved, and the same after `~` expansion when it starts with `~`."""
+def _path_candidates(
+    value: str, workspace: Path, *, given: bool = False
+) -> list[tuple[str, str]] | None:
+    """(path, workspace) pairs a path argument may mean: normalised (`..` collapsed) and with
+    symlinks resolved, and the same after `~` expansion when it starts with `~`. With `given`
+    (deny and ask rules), also the path as written, joined to the workspace but not
+    normalised: a tool that does not collapse `..` reads `secrets/../x` inside `secrets`."""
     if "\0" in value:
         return None
     lexical_ws, real_ws = _workspace_forms(workspace)
@@ -168,16 +178,21 @@ def _path_candidates(value: str, workspace: Path) -> list[tuple[str, str]] | Non
         spellings.append(os.path.expanduser(value))
     out: list[tuple[str, str]] = []
     for spelling in spellings:
-        lexical = os.path.normpath(os.path.join(lexical_ws, spelling))
+        joined = os.path.join(lexical_ws, spelling)
+        lexical = os.path.normpath(joined)
         if lexical.startswith("//"):
             lexical = "/" + lexical.lstrip("/")
         out.append((lexical, lexical_ws))
         out.append((os.path.realpath(lexical), real_ws))
+        if given and joined != lexical:
+            out.append(
+                ("/" + joined.lstrip("/") if joined.startswith("//") else joined, lexical_ws)
+            )
     return out
 
 
 def _path_matches(patterns: Sequence[_PathPattern], value: str, ws: Path, strict: bool) -> bool:
-    candidates = _path_candidates(value, ws)
+    candidates = _path_candidates(value, ws, given=not strict)
     if candidates is None:
         return not strict
     hit = (any(p.matches(path, root, strict) for p in patterns) for path, root in candidates)

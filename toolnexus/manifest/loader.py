@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
-from .interpolate import interpolate
+from .interpolate import interpolate, mask_secrets
 from .model import (
     BuiltinSite,
     Defaults,
@@ -104,7 +104,7 @@ def issue_at(decl: _Located, error: ConfigError) -> ManifestIssue:
     at the line and column of that field."""
     where = decl.locate(error.field)
     return ManifestIssue(
-        message=error.message,
+        message=mask_secrets(error.message),  # builders quote values, some interpolated
         file=where.file,
         line=where.line,
         column=where.column,
@@ -280,7 +280,7 @@ class _Loader:
         found = ctx.positions.of(path, key=key) if ctx.positions is not None else None
         self.issues.append(
             ManifestIssue(
-                message=message,
+                message=mask_secrets(message),
                 file=ctx.display,
                 line=found[0] if found else None,
                 column=found[1] if found else None,

@@ -8,6 +8,10 @@ the node's path (`("tools", 3, "command")`).
 Scalars follow the YAML 1.2 core schema, as editors do: only `true`/`false` are booleans, so
 `no`, `on` and `off` stay strings. Mapping keys are always strings. Duplicate keys are reported
 (not last-wins), and merge keys (`<<: *base`) and anchors work as in PyYAML.
+
+Hostile input is refused with a position, never with a foreign exception: tags outside the
+core schema (`!!python/object...`, `!!binary`, local `!tags`), alias expansion past
+100,000 values (a "billion laughs" document), and nesting deeper than 200 levels.
 """
 
 from __future__ import annotations
@@ -74,6 +78,13 @@ _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
 _INF = frozenset({".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"})
 _TAG = "tag:yaml.org,2002:"
+_SCALAR_TAGS = frozenset({"str", "int", "float", "bool", "null"})
+_MAX_ALIAS_VALUES = 100_000
+"""Values that alias expansion may create in one document. A few anchors for shared defaults
+make hundreds; a "billion laughs" document makes billions (each alias is a copy)."""
+_MAX_DEPTH = 200
+"""Nesting levels of one document: far more than a manifest (or a schema in it) needs, few
+enough that the recursive steps after parsing stay clear of Python's recursion limit."""
 
 
 def _plain(value: str) -> Any:
@@ -106,15 +117,38 @@ def _plain(value: str) -> Any:
     return value
 
 
+def _tag_name(tag: str) -> str:
+    """A tag as a manifest writes it: `!!python/object` rather than its full URI."""
+    return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
+
+
+def _check_tag(tag: str | None, allowed: str, mark: Any) -> None:
+    """Refuse a tag outside YAML's core schema (`!!python/object...`, `!!binary`, `!local`):
+    a manifest is plain data, and a tag it does not understand is not quietly dropped.
+
+    Raises:
+        YamlSyntaxError: located at the tagged node.
+    """
+    if tag is None or tag == "!" or tag == _TAG + allowed:
+        return
+    if allowed == "str" and tag.startswith(_TAG) and tag[len(_TAG) :] in _SCALAR_TAGS:
+        return
+    raise YamlSyntaxError(
+        f"unsupported tag {_tag_name(tag)!r}: a manifest holds plain YAML values (strings, "
+        "numbers, booleans, null, lists and mappings); remove the tag",
+        mark.line + 1,
+        mark.column + 1,
+    )
+
+
 def _tagged(tag: str, value: str) -> Any:
-    """Resolve a scalar with an explicit `!!tag`; raises ValueError for unsupported ones."""
+    """Resolve a scalar with an explicit core-schema tag (see `_check_tag`); raises ValueError
+    when the value does not fit it."""
     kind = tag[len(_TAG) :] if tag.startswith(_TAG) else tag
     if kind in ("str", "!"):
         return value
     resolved = _plain(value)
-    expected = {"int": int, "float": float, "bool": bool, "null": type(None)}.get(kind)
-    if expected is None:
-        raise ValueError(f"unsupported tag {tag!r}: use plain YAML values (str, int, float, bool)")
+    expected = {"int": int, "float": float, "bool": bool, "null": type(None)}[kind]
     if kind == "float" and isinstance(resolved, int) and not isinstance(resolved, bool):
         return float(resolved)
     if type(resolved) is not expected:
@@ -152,6 +186,8 @@ def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
     keys = positions.keys
     problems: list[YamlProblem] = []
     anchors: dict[str, Any] = {}
+    sizes: dict[str, int] = {}  # values in each anchored node, for the alias budget
+    expanded = 0
     # A frame: [container, path, pending key (or _NO_KEY), key position, merges, anchor]
     stack: list[list[Any]] = []
     root: Any = None
@@ -172,6 +208,7 @@ def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
                 elif event.tag == "!":
                     value = raw
                 else:
+                    _check_tag(event.tag, "str", mark)
                     try:
                         value = _tagged(event.tag, raw)
                     except ValueError as exc:
@@ -184,6 +221,14 @@ def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
                     frame[3] = (mark.line + 1, mark.column + 1)
                     continue
             elif kind is map_t or kind is seq_t:
+                _check_tag(event.tag, "map" if kind is map_t else "seq", mark)
+                if len(stack) >= _MAX_DEPTH:
+                    raise YamlSyntaxError(
+                        f"the YAML is nested deeper than {_MAX_DEPTH} levels; a manifest never "
+                        "needs that many",
+                        mark.line + 1,
+                        mark.column + 1,
+                    )
                 value = {} if kind is map_t else []
             elif kind is map_end or kind is seq_end:
                 frame = stack.pop()
@@ -191,6 +236,7 @@ def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
                     _merge(frame[0], frame[4])
                 if frame[5] is not None:
                     anchors[frame[5]] = frame[0]
+                    sizes[frame[5]] = _count(frame[0])
                 if not stack:
                     root = frame[0]
                 continue
@@ -198,6 +244,16 @@ def parse_yaml(text: str) -> tuple[Any, Positions, list[YamlProblem]]:
                 if event.anchor not in anchors:
                     raise YamlSyntaxError(
                         f"unknown alias *{event.anchor}", mark.line + 1, mark.column + 1
+                    )
+                expanded += sizes.get(event.anchor, 1)
+                if expanded > _MAX_ALIAS_VALUES:
+                    raise YamlSyntaxError(
+                        f"aliases expand to more than {_MAX_ALIAS_VALUES:,} values (at "
+                        f"*{event.anchor}); a document this repetitive is refused, as a "
+                        "'billion laughs' attack would be: write the values out or use fewer "
+                        "aliases",
+                        mark.line + 1,
+                        mark.column + 1,
                     )
                 value = copy.deepcopy(anchors[event.anchor])
                 if stack and stack[-1][2] is no_key and type(stack[-1][0]) is dict:
@@ -285,6 +341,20 @@ class _NoKey:
 
 
 _NO_KEY = _NoKey()
+
+
+def _count(value: Any) -> int:
+    """Values in `value`, itself included (mapping keys are not counted)."""
+    total = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        total += 1
+        if type(item) is dict:
+            pending.extend(item.values())
+        elif type(item) is list:
+            pending.extend(item)
+    return total
 
 
 def _merge(mapping: dict[str, Any], merges: list[Any]) -> None:

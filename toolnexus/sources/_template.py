@@ -225,54 +225,107 @@ def _missing(slot: Slot, field: str) -> ToolError:
 def parse_template(text: str, *, field: str) -> Template:
     """Parse `text` into literal pieces and slots.
 
+    Text that `${VAR}` interpolation put there (a `Secret`'s environment spans) is literal:
+    a token holding `{city}` or a stray brace is part of the token, never a placeholder, and
+    messages show it as `***`.
+
     Raises:
         ConfigError: an unmatched brace, or braces around something that is not a placeholder.
     """
     pieces: list[Piece] = []
     literal: list[str] = []
-    # A `${VAR}` result stays a `Secret` in its literal pieces, so labels can mask it.
-    text_type: Callable[[str], str] = Secret if isinstance(text, Secret) else str
+    from_env = _env_mask(text)
+    literal_env: list[bool] = []
     i = 0
     n = len(text)
+
+    def flush() -> None:
+        if literal:
+            pieces.append(_literal("".join(literal), literal_env, secret=from_env is not None))
+            literal.clear()
+            literal_env.clear()
+
     while i < n:
         ch = text[i]
-        if ch == "{" and text.startswith("{{", i):
-            literal.append("{")
-            i += 2
-        elif ch == "}" and text.startswith("}}", i):
-            literal.append("}")
+        if from_env is not None and from_env[i]:
+            literal.append(ch)
+            literal_env.append(True)
+            i += 1
+        elif ch in "{}" and text.startswith(ch * 2, i) and not _env_at(from_env, i + 1):
+            literal.append(ch)
+            literal_env.append(False)
             i += 2
         elif ch == "}":
             raise ConfigError(
-                f"unmatched '}}' at position {i} in {text!r}; write }}}} for a literal brace",
+                f"unmatched '}}' at position {i} in {_shown(text)}; write }}}} for a literal brace",
                 field=field,
             )
         elif ch == "{":
             end = text.find("}", i + 1)
             if end < 0:
                 raise ConfigError(
-                    f"unmatched '{{' at position {i} in {text!r}; write {{{{ for a literal brace",
+                    f"unmatched '{{' at position {i} in {_shown(text)}; write {{{{ for a literal "
+                    "brace",
                     field=field,
                 )
-            pieces_slot = _parse_slot(text[i + 1 : end], field=field)
-            if literal:
-                pieces.append(text_type("".join(literal)))
-                literal = []
-            pieces.append(pieces_slot)
+            if from_env is not None and any(from_env[i:end]):
+                raise ConfigError(
+                    f"a placeholder at position {i} in {_shown(text)} is made partly of an "
+                    "interpolated value; write {{ for a literal brace",
+                    field=field,
+                )
+            slot = _parse_slot(text[i + 1 : end], field=field)
+            flush()
+            pieces.append(slot)
             i = end + 1
         else:
             literal.append(ch)
+            literal_env.append(False)
             i += 1
-    if literal:
-        pieces.append(text_type("".join(literal)))
+    flush()
     return Template(field=field, pieces=tuple(pieces))
+
+
+def _env_mask(text: str) -> list[bool] | None:
+    """Per character, whether it came from the environment (None: plain text)."""
+    if not isinstance(text, Secret):
+        return None
+    mask = [False] * len(text)
+    for a, b in text.env_spans:
+        mask[a:b] = [True] * (b - a)
+    return mask
+
+
+def _env_at(mask: list[bool] | None, i: int) -> bool:
+    return mask is not None and i < len(mask) and mask[i]
+
+
+def _literal(text: str, env: list[bool], *, secret: bool) -> str:
+    """A literal piece; a `Secret` (with its own environment spans) when it came from one,
+    so labels and messages can mask it."""
+    if not secret:
+        return text
+    spans: list[tuple[int, int]] = []
+    for i, flag in enumerate(env):
+        if not flag:
+            continue
+        if spans and spans[-1][1] == i:
+            spans[-1] = (spans[-1][0], i + 1)
+        else:
+            spans.append((i, i + 1))
+    return Secret(text, tuple(spans))
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for a message, interpolated parts masked."""
+    return repr(text.masked() if isinstance(text, Secret) else text)
 
 
 def label(template: Template) -> str:
     """The template as written, for descriptions the model reads: placeholders as `{name}`,
     and `***` for text that came from `${VAR}` interpolation (often a token)."""
     return "".join(
-        p.written() if isinstance(p, Slot) else "***" if isinstance(p, Secret) else p
+        p.written() if isinstance(p, Slot) else p.masked() if isinstance(p, Secret) else p
         for p in template.pieces
     )
 
@@ -450,10 +503,15 @@ def find_script_placeholders(script: str, names: Iterable[str]) -> list[str]:
     """Placeholders naming a parameter in a `shell: true` script, which is never templated.
 
     `${NAME}` (shell syntax) and braces around anything else (`{ a; b; }`, awk programs) are
-    not placeholders.
+    not placeholders, and neither is text that `${VAR}` interpolation put there.
     """
     wanted = set(names)
-    return [m.group(0) for m in _SCRIPT_PLACEHOLDER.finditer(script) if m.group(1) in wanted]
+    from_env = _env_mask(script)
+    found: list[str] = []
+    for m in _SCRIPT_PLACEHOLDER.finditer(script):
+        if m.group(1) in wanted and not (from_env and any(from_env[m.start() : m.end()])):
+            found.append(m.group(0))
+    return found
 
 
 def head_tail(text: str, limit: int, *, keep_head: float = 0.5) -> tuple[str, int]:

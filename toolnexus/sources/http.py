@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError
+from ..manifest.interpolate import mask_secrets
 from . import BuildContext
 from ._template import ABSENT, Parameters, Template, head_tail, label, parse_template
 
@@ -259,7 +260,7 @@ class Endpoint:
         try:
             url = httpx.URL(text)
         except httpx.InvalidURL as exc:
-            raise ToolError(f"the arguments make an invalid URL: {exc}") from exc
+            raise ToolError(f"the arguments make an invalid URL: {mask_secrets(str(exc))}") from exc
         if url.scheme not in ("http", "https"):
             raise ToolError(f"the URL must use http or https, not {url.scheme or 'nothing'!r}")
         params = tuple(
@@ -289,7 +290,10 @@ class Endpoint:
             if hosts is not None and not any(fnmatch.fnmatchcase(host, p) for p in hosts):
                 allowed = ", ".join(hosts) or "none"
                 raise ToolError(
-                    f"requests to host {host!r} are not allowed for this tool (allowed: {allowed})"
+                    mask_secrets(
+                        f"requests to host {host!r} are not allowed for this tool "
+                        f"(allowed: {allowed})"
+                    )
                 )
 
     def _content(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,7 +354,7 @@ class Endpoint:
         )
 
     def _redirect_result(self, response: httpx.Response) -> Result:
-        location = response.headers.get("location", "")
+        location = mask_secrets(response.headers.get("location", ""))
         return Result.error(
             f"HTTP {_status_line(response)}: the server redirects to {location}; this tool does "
             "not follow redirects",
@@ -376,7 +380,8 @@ class Endpoint:
             meta["retryable"] = retryable
             if retryable and "retry-after" in response.headers:
                 meta["retry_after"] = response.headers["retry-after"]
-            excerpt, _ = head_tail(text.strip(), _EXCERPT, keep_head=1.0)
+            # a server may echo the credentials it refuses
+            excerpt, _ = head_tail(mask_secrets(text.strip()), _EXCERPT, keep_head=1.0)
             message = f"HTTP {_status_line(response)}"
             if excerpt:
                 message += f"\n{excerpt}"
@@ -405,7 +410,7 @@ class Endpoint:
         except json.JSONDecodeError as exc:
             if not strict:
                 return self._text_result(text, meta)
-            excerpt, _ = head_tail(text, _EXCERPT, keep_head=1.0)
+            excerpt, _ = head_tail(mask_secrets(text), _EXCERPT, keep_head=1.0)
             return Result.error(f"the response is not valid JSON ({exc}):\n{excerpt}", **meta)
         if self.pick is not None:
             document = self.pick.apply(document)
@@ -447,9 +452,11 @@ def _status_line(response: httpx.Response) -> str:
 
 
 def _safe_url(url: httpx.URL) -> str:
-    """The URL without query, fragment or credentials: query strings often carry API keys."""
+    """The URL without query, fragment or credentials (query strings often carry API keys),
+    and with interpolated values masked (`/bot${TOKEN}/send`)."""
     port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{url.host}{port}{url.raw_path.split(b'?', 1)[0].decode('ascii')}"
+    path = url.raw_path.split(b"?", 1)[0].decode("ascii")
+    return mask_secrets(f"{url.scheme}://{url.host}{port}{path}")
 
 
 def _quote(text: str) -> str:
@@ -533,7 +540,7 @@ def translate_httpx_error(
         message += f" ({type(exc).__name__}: {detail})"
     if retryable:
         message += "; trying again later may work"
-    return ToolError(message, retryable=retryable)
+    return ToolError(mask_secrets(message), retryable=retryable)
 
 
 # --- building from the manifest --------------------------------------------------------------
