@@ -867,6 +867,98 @@ def bench_sandbox() -> None:
     table(f"Sandbox: running `true` (median of {runs})", rows)
 
 
+# -- process ---------------------------------------------------------------------------------
+
+
+def bench_process() -> None:
+    """What "no process outlives its call" costs: the reaper (`toolnexus/_reaper.py`) wraps
+    every command run without bwrap (no sandbox, and Landlock, whose own launcher it wraps)."""
+    from toolnexus import _reaper
+    from toolnexus.process import run_process
+    from toolnexus.sandbox import SandboxPolicy, detect, wrap_command
+
+    runs = 40
+    rows: list[Row] = []
+
+    def reaper(argv: Sequence[str]) -> tuple[list[str], int, int]:
+        read, write = os.pipe()
+        head = [sys.executable, "-I", "-S", _reaper.__file__, str(write), str(os.getpid()), "2.0"]
+        return [*head, "--", *argv], read, write
+
+    def spawn_ms(argv: Sequence[str], env: dict[str, str] | None, *, reaped: bool) -> float:
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            if reaped:
+                full, read, write = reaper(argv)
+                subprocess.run(full, env=env, pass_fds=(write,), check=True)
+                os.close(write)
+                os.close(read)
+            else:
+                subprocess.run(argv, env=env, check=True)
+            samples.append((time.perf_counter() - start) * 1000)
+        return statistics.median(samples)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+        base = spawn_ms(["true"], None, reaped=False)
+        python = spawn_ms([sys.executable, "-I", "-S", "-c", "pass"], None, reaped=False)
+        reaped = spawn_ms(["true"], None, reaped=True)
+        rows += [
+            ("`true` (subprocess.run)", base, "ms", "baseline"),
+            ("`python -I -S -c pass`", python, "ms", "an isolated interpreter's start-up"),
+            ("`true` under the reaper", reaped, "ms", f"overhead **{reaped - base:.1f} ms**"),
+        ]
+        saved = os.environ.get("TOOLNEXUS_SANDBOX_DISABLE")
+        os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = "bwrap"
+        detect.cache_clear()
+        try:
+            if detect().landlock.available:
+                policy = SandboxPolicy(filesystem="workspace-write", network=False)
+                wrapped = wrap_command(["true"], policy, workspace=workspace, cwd=workspace)
+                alone = spawn_ms(wrapped.argv, wrapped.env, reaped=False)
+                both = spawn_ms(wrapped.argv, wrapped.env, reaped=True)
+                for folder in wrapped.cleanup:
+                    shutil.rmtree(folder, ignore_errors=True)
+                rows += [
+                    ("`true` under the Landlock launcher", alone, "ms", f"{alone - base:.1f} ms"),
+                    (
+                        "`true` under the reaper and the Landlock launcher",
+                        both,
+                        "ms",
+                        f"the reaper adds **{both - alone:.1f} ms** to Landlock",
+                    ),
+                ]
+        finally:
+            if saved is None:
+                os.environ.pop("TOOLNEXUS_SANDBOX_DISABLE", None)
+            else:
+                os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = saved
+            detect.cache_clear()
+
+        async def call_ms(argv: list[str], number: int) -> tuple[float, Any]:
+            samples, result = [], None
+            for _ in range(number):
+                start = time.perf_counter()
+                result = await run_process(argv, cwd=workspace, timeout=30, max_output=30_000)
+                samples.append((time.perf_counter() - start) * 1000)
+            return statistics.median(samples), result
+
+        plain, _ = asyncio.run(call_ms(["true"], runs))
+        rows.append(("`run_process(['true'])` (reaper included)", plain, "ms", "end to end"))
+        leftover, result = asyncio.run(call_ms(["sh", "-c", "sleep 300 & echo started"], 10))
+        rows.append(
+            (
+                "`sh -c 'sleep 300 & echo started'`, timeout 30 s",
+                leftover,
+                "ms",
+                f"answers when sh exits ({result.stopped} process stopped); was: the whole "
+                "timeout, then 'timed out'",
+            )
+        )
+    table(f"Processes: the reaper's cost (median of {runs})", rows)
+
+
 # -- reload ----------------------------------------------------------------------------------
 
 
@@ -936,6 +1028,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "manifest": bench_manifest,
     "builtin": bench_builtin,
     "sandbox": bench_sandbox,
+    "process": bench_process,
     "reload": bench_reload,
 }
 

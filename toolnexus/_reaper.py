@@ -20,14 +20,17 @@ processes were still running and were stopped, and the signal that ended the com
 was asked to stop (0 if the command ended by itself).
 
 Run by path with `python -I -S`, it imports only the standard library, and stays small: its
-start-up is paid on every call (see `benchmarks/run.py`, section `process`).
+start-up is paid on every call (see `benchmarks/run.py`, section `process`). For that reason it
+uses the C modules `_signal` and `_ctypes` directly: the `signal` package builds enums and
+`ctypes` defines every C type, together some 10 ms of start-up for three constants and one
+function (`prctl`).
 """
 
 from __future__ import annotations
 
-import ctypes
+import _ctypes
+import _signal as signal  # pyright: ignore[reportMissingImports] (no stub: `signal` re-exports it)
 import os
-import signal
 import sys
 import time
 
@@ -134,6 +137,21 @@ class _Tree:
             signal.sigtimedwait([signal.SIGCHLD], 0.05)
 
 
+class _CInt(_ctypes._SimpleCData):
+    _type_ = "i"
+
+
+class _CFunction(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL
+    _restype_ = _CInt
+
+
+def _prctl(option: int, value: int) -> None:
+    # dlopen(NULL): the program itself, where libc's symbols are found whichever libc it is.
+    libc = _ctypes.dlopen(None)  # pyright: ignore[reportArgumentType]
+    _CFunction(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0)
+
+
 def _report(fd: int, line: str) -> None:
     try:  # noqa: SIM105 (as above)
         os.write(fd, (line + "\n").encode("utf-8", "replace"))
@@ -149,9 +167,8 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1)
     if os.getppid() != parent:
         return 125  # the toolkit died before the command started: start nothing
     try:
