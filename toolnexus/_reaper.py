@@ -1,4 +1,5 @@
-"""The process reaper: `python -I -S _reaper.py STATUS_FD PARENT GRACE -- argv...`.
+"""The process reaper: `main([_, STATUS_FD, PARENT, GRACE, "--", *argv])`, in a `python -I -S`
+child of the toolkit (`process._reaper_argv`).
 
 A process group kill misses a child that called `setsid` (or a double fork that did): it leaves
 the group and, orphaned, is re-parented to init, out of the toolkit's reach. This launcher sits
@@ -19,11 +20,11 @@ reach end-of-file when the command's tree is gone. It reports on STATUS_FD, one 
 processes were still running and were stopped, and the signal that ended the command when it
 was asked to stop (0 if the command ended by itself).
 
-Run by path with `python -I -S`, it imports only the standard library, and stays small: its
-start-up is paid on every call (see `benchmarks/run.py`, section `process`). For that reason it
-uses the C modules `_signal` and `_ctypes` directly: the `signal` package builds enums and
-`ctypes` defines every C type, together some 10 ms of start-up for three constants and one
-function (`prctl`).
+Imported by a `python -I -S -c` bootstrap (so that its cached bytecode is used), it imports
+only the standard library and stays small: its start-up is paid on every call (see
+`benchmarks/run.py`, section `process`). For that reason it uses the C modules `_signal` and
+`_ctypes` directly: the `signal` package builds enums and `ctypes` defines every C type,
+together some 10 ms of start-up for a few constants and one function (`prctl`).
 """
 
 from __future__ import annotations
@@ -207,6 +208,3 @@ def main(argv: list[str]) -> int:
     _report(fd, f"exit {status} {len(tree.signalled)} {ended_by}")
     return status if status >= 0 else 128 - status
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -279,11 +279,21 @@ def _limit(given: _Limit | None, policy: _Limit | None) -> _Limit | None:
     return given if policy is None else min(given, policy)
 
 
+# The reaper is imported rather than run by path, so that its cached bytecode is used: compiling
+# it would cost as much as the rest of its start-up. `sys.path` gets its folder last, so that
+# nothing there shadows the standard library.
+_REAPER_BOOT = (
+    "import sys; sys.path.append(sys.argv.pop(1)); from _reaper import main; "
+    "sys.exit(main(sys.argv))"
+)
+
+
 def _reaper_argv(status_fd: int, grace: float) -> list[str]:
-    """`python -I -S _reaper.py FD PARENT GRACE --`: isolated mode keeps the command's
+    """`python -I -S -c BOOT DIR FD PARENT GRACE --`: isolated mode keeps the command's
     environment and the user's site-packages out of the reaper (and start-up short)."""
-    return [sys.executable, "-I", "-S", _reaper.__file__, str(status_fd), str(os.getpid()),
-            repr(grace), "--"]  # fmt: skip
+    folder = os.path.dirname(_reaper.__file__)
+    return [sys.executable, "-I", "-S", "-c", _REAPER_BOOT, folder, str(status_fd),
+            str(os.getpid()), repr(grace), "--"]  # fmt: skip
 
 
 async def _spawn(
