@@ -153,6 +153,35 @@ def _prctl(option: int, value: int) -> None:
     _CFunction(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0)
 
 
+_RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL)
+"""Signals the command gets with their default action (Python ignores SIGPIPE and SIGXFSZ)."""
+_SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "_sandbox_exec.py")
+
+
+def _spawn(command: list[str]) -> int:
+    """Start the command with default signal actions and an empty signal mask.
+
+    The Landlock launcher (`python -I -S _sandbox_exec.py CONFIG -- argv`) is not started as a
+    second interpreter: a fork of this one runs it (it confines itself, then execs the command),
+    which saves an interpreter start-up per call.
+    """
+    if command[:4] != [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]:
+        return os.posix_spawnp(command[0], command, os.environ, setsigmask=(), setsigdef=_RESET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in _RESET:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            import _sandbox_exec  # only this child needs it
+
+            os._exit(_sandbox_exec.main(command[3:]))
+        except BaseException as exc:  # noqa: BLE001 (the child must never return into the reaper)
+            os.write(2, f"toolnexus sandbox: cannot start the launcher: {exc}\n".encode())
+        os._exit(126)
+    return pid
+
+
 def _report(fd: int, line: str) -> None:
     try:  # noqa: SIM105 (as above)
         os.write(fd, (line + "\n").encode("utf-8", "replace"))
@@ -173,13 +202,7 @@ def main(argv: list[str]) -> int:
     if os.getppid() != parent:
         return 125  # the toolkit died before the command started: start nothing
     try:
-        pid = os.posix_spawnp(
-            command[0],
-            command,
-            os.environ,
-            setsigmask=(),
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL),
-        )
+        pid = _spawn(command)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
