@@ -867,6 +867,108 @@ def bench_sandbox() -> None:
     table(f"Sandbox: running `true` (median of {runs})", rows)
 
 
+# -- process ---------------------------------------------------------------------------------
+
+
+def bench_process() -> None:
+    """What "no process outlives its call" costs: the reaper (`toolnexus/_reaper.py`) wraps
+    every command run without bwrap (no sandbox, and Landlock, whose own launcher it wraps).
+    The variants run interleaved, so that the load of a shared machine hits each alike."""
+    from toolnexus.process import _reaper_argv, run_process
+    from toolnexus.sandbox import SandboxPolicy, detect, wrap_command
+
+    runs = 40
+    rows: list[Row] = []
+    read, write = os.pipe()
+    reaper = _reaper_argv(write, 2.0)
+
+    Variants = dict[str, tuple[Sequence[str], dict[str, str] | None]]
+
+    def interleaved(variants: Variants) -> dict[str, float]:
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(runs):
+            for name, (argv, env) in variants.items():
+                start = time.perf_counter()
+                subprocess.run(argv, env=env, pass_fds=(write,), check=True)
+                samples[name].append((time.perf_counter() - start) * 1000)
+            os.read(read, 65536)  # the reapers' reports of this round, so the pipe never fills
+        return {name: statistics.median(values) for name, values in samples.items()}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+        variants: Variants = {
+            "plain": (["true"], None),
+            "python": ([sys.executable, "-I", "-S", "-c", "pass"], None),
+            "reaper": ([*reaper, "true"], None),
+        }
+        saved = os.environ.get("TOOLNEXUS_SANDBOX_DISABLE")
+        os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = "bwrap"
+        detect.cache_clear()
+        wrapped = None
+        try:
+            if detect().landlock.available:
+                policy = SandboxPolicy(filesystem="workspace-write", network=False)
+                wrapped = wrap_command(["true"], policy, workspace=workspace, cwd=workspace)
+                variants["landlock"] = (wrapped.argv, wrapped.env)
+                variants["both"] = ((*reaper, *wrapped.argv), wrapped.env)
+            ms = interleaved(variants)
+        finally:
+            if saved is None:
+                os.environ.pop("TOOLNEXUS_SANDBOX_DISABLE", None)
+            else:
+                os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = saved
+            detect.cache_clear()
+            for folder in wrapped.cleanup if wrapped else ():
+                shutil.rmtree(folder, ignore_errors=True)
+        os.close(write)
+        os.close(read)
+        base, python = ms["plain"], ms["python"]
+        rows += [
+            ("`true` (subprocess.run)", base, "ms", "baseline"),
+            ("`python -I -S -c pass`", python, "ms", "an isolated interpreter's start-up"),
+            (
+                "`true` under the reaper",
+                ms["reaper"],
+                "ms",
+                f"overhead **{ms['reaper'] - base:.1f} ms** "
+                f"({(ms['reaper'] - base) / (python - base):.2f}x an interpreter's start-up)",
+            ),
+        ]
+        if "landlock" in ms:
+            alone, both = ms["landlock"], ms["both"]
+            rows += [
+                ("`true` under the Landlock launcher", alone, "ms", f"+{alone - base:.1f} ms"),
+                (
+                    "`true` under the reaper and the Landlock launcher",
+                    both,
+                    "ms",
+                    f"the reaper adds **{both - alone:.1f} ms** to Landlock",
+                ),
+            ]
+
+        async def call_ms(argv: list[str], number: int) -> tuple[float, Any]:
+            samples, result = [], None
+            for _ in range(number):
+                start = time.perf_counter()
+                result = await run_process(argv, cwd=workspace, timeout=30, max_output=30_000)
+                samples.append((time.perf_counter() - start) * 1000)
+            return statistics.median(samples), result
+
+        plain, _ = asyncio.run(call_ms(["true"], runs))
+        rows.append(("`run_process(['true'])` (reaper included)", plain, "ms", "end to end"))
+        leftover, result = asyncio.run(call_ms(["sh", "-c", "sleep 300 & echo started"], 10))
+        rows.append(
+            (
+                "`sh -c 'sleep 300 & echo started'`, timeout 30 s",
+                leftover,
+                "ms",
+                f"answers when sh exits ({result.stopped} process stopped); was: the whole "
+                "timeout, then 'timed out'",
+            )
+        )
+    table(f"Processes: the reaper's cost (median of {runs}, interleaved)", rows)
+
+
 # -- reload ----------------------------------------------------------------------------------
 
 
@@ -936,6 +1038,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "manifest": bench_manifest,
     "builtin": bench_builtin,
     "sandbox": bench_sandbox,
+    "process": bench_process,
     "reload": bench_reload,
 }
 

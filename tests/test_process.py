@@ -3,16 +3,20 @@ processes; killed process groups are checked through /proc."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from toolnexus.process import run_process, start_process
+from toolnexus.sandbox import SandboxPolicy, detect
 
 
 def _alive(pid: int) -> bool:
@@ -249,3 +253,210 @@ async def test_background_job_buffer_is_bounded(tmp_path: Path) -> None:
     assert "bytes of output lost" in text
     assert text.endswith("a\nEND\n")
     assert len(text) < 1100
+
+
+# --- no process outlives its call -------------------------------------------------------------
+# Escapees (setsid, double fork) leave the process group and, orphaned, are re-parented away
+# from the toolkit: each test has the command write their pids, checks they are gone, and
+# SIGKILLs any survivor so that a failure leaks nothing.
+
+
+def _children() -> list[int]:
+    """This process's live children (the leaders of commands still running)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_survivors(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def _assert_gone(pids: list[int]) -> None:
+    try:
+        await _wait_gone(pids)
+    except TimeoutError:
+        alive = [p for p in pids if _alive(p)]
+        _kill_survivors(alive)
+        raise AssertionError(f"processes outlived their call: {alive}") from None
+
+
+@pytest.fixture(params=["none", "bwrap", "landlock"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run with no sandbox, or with only this sandbox mechanism enabled (as test_sandbox.py)."""
+    name: str = request.param
+    if name != "none":
+        monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
+        detect.cache_clear()
+        status = getattr(detect(), name)
+        if not status.available:
+            pytest.skip(f"{name} does not work on this machine: {status.reason}")
+    yield name
+    detect.cache_clear()
+
+
+def _policy(mechanism: str) -> SandboxPolicy | None:
+    return None if mechanism == "none" else SandboxPolicy(filesystem="workspace-write")
+
+
+@pytest.mark.anyio
+async def test_a_background_child_holding_the_pipes_does_not_hold_the_call(
+    tmp_path: Path, mechanism: str
+) -> None:
+    pids = tmp_path / "pids"
+    script = f"sleep 300 & echo $! > {pids}; echo started"
+    result = await run_process(
+        ["sh", "-c", script], cwd=tmp_path, timeout=20, max_output=100, sandbox=_policy(mechanism)
+    )
+    assert result.mechanism == mechanism
+    assert (result.exit_code, result.stdout, result.timed_out) == (0, "started\n", False)
+    assert result.killed_signal is None
+    if mechanism != "bwrap":  # bwrap's pid namespace SIGKILLs leftovers uncounted
+        assert result.stopped == 1
+    if mechanism != "bwrap":  # inside bwrap's namespace the pid means nothing out here
+        await _assert_gone([int(pids.read_text())])
+
+
+_ESCAPE = {
+    "setsid": "setsid sleep 300 > /dev/null 2>&1 & echo $! > {pids}",
+    "double fork": "(setsid sh -c 'echo $$ > {pids}; exec sleep 300' > /dev/null 2>&1 &)",
+}
+
+
+async def _escapee(pids: Path) -> list[int]:
+    with anyio.fail_after(10):
+        while not (pids.exists() and pids.read_text().strip()):
+            await anyio.sleep(0.01)
+    await anyio.sleep(0.05)  # the pid is written before the exec: let it happen
+    return [int(pids.read_text())]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", sorted(_ESCAPE))
+async def test_escapees_are_stopped_when_the_command_exits(tmp_path: Path, how: str) -> None:
+    pids = tmp_path / "pids"
+    script = _ESCAPE[how].format(pids=pids) + "; sleep 0.2; echo done"
+    result = await run_process(["sh", "-c", script], cwd=tmp_path, timeout=20, max_output=100)
+    assert (result.exit_code, result.stdout, result.timed_out) == (0, "done\n", False)
+    assert result.stopped >= 1
+    await _assert_gone(await _escapee(pids))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", sorted(_ESCAPE))
+async def test_escapees_are_killed_with_a_timed_out_command(
+    tmp_path: Path, how: str, mechanism: str
+) -> None:
+    pids = tmp_path / "pids"
+    script = _ESCAPE[how].format(pids=pids) + "; echo started; sleep 300"
+    result = await run_process(
+        ["sh", "-c", script],
+        cwd=tmp_path,
+        timeout=1,
+        max_output=100,
+        sandbox=_policy(mechanism),
+        kill_grace=0.5,
+    )
+    assert result.timed_out
+    assert result.stdout == "started\n"
+    assert result.killed_signal == signal.SIGTERM
+    if mechanism != "bwrap":
+        await _assert_gone(await _escapee(pids))
+
+
+@pytest.mark.anyio
+async def test_escapees_are_killed_when_the_call_is_cancelled(
+    tmp_path: Path, mechanism: str
+) -> None:
+    pids = tmp_path / "pids"
+    script = f"setsid sh -c 'echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 300' & wait"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            lambda: run_process(
+                ["sh", "-c", script],
+                cwd=tmp_path,
+                timeout=60,
+                max_output=100,
+                sandbox=_policy(mechanism),
+            )
+        )
+        escaped = await _escapee(pids)
+        tg.cancel_scope.cancel()
+    if mechanism != "bwrap":
+        await _assert_gone(escaped)
+    await _wait_gone(_children())  # the cancelled call's leader too
+    await anyio.sleep(0.05)  # and let the child watcher tell the loop it was reaped
+
+
+@pytest.mark.anyio
+async def test_a_background_job_takes_its_escapees_with_it(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    job = await start_process(
+        ["sh", "-c", _ESCAPE["setsid"].format(pids=pids) + "; sleep 300"], cwd=tmp_path
+    )
+    escaped = await _escapee(pids)
+    assert await job.kill(grace=0.5) == -signal.SIGTERM
+    await _assert_gone([*escaped, job.pid])
+
+
+@pytest.mark.anyio
+async def test_a_finished_background_job_stops_what_it_left(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    job = await start_process(["sh", "-c", f"sleep 300 & echo $! > {pids}; echo hi"], cwd=tmp_path)
+    assert await job.wait(timeout=20) == 0
+    assert job.stopped == 1
+    assert job.read_new() == "hi\n"
+    await _assert_gone([int(pids.read_text())])
+
+
+@pytest.mark.anyio
+async def test_a_missing_background_command_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no-such-command-toolnexus"):
+        await start_process(["no-such-command-toolnexus"], cwd=tmp_path)
+
+
+@pytest.mark.anyio
+async def test_a_command_killed_by_a_signal_reports_it(tmp_path: Path, mechanism: str) -> None:
+    result = await run_process(
+        ["sh", "-c", "echo before; kill -KILL $$"],
+        cwd=tmp_path,
+        timeout=20,
+        max_output=100,
+        sandbox=_policy(mechanism),
+    )
+    # bwrap reports a signal death the way a shell does, as 128 + N.
+    expected = 128 + 9 if mechanism == "bwrap" else -9
+    assert (result.exit_code, result.stdout, result.timed_out) == (expected, "before\n", False)
+
+
+def test_the_tree_dies_with_the_toolkit_process(tmp_path: Path) -> None:
+    """A toolkit SIGKILLed mid-call cannot clean up: the reaper notices its parent's death
+    (PR_SET_PDEATHSIG) and kills the tree, escapees included."""
+    pids = tmp_path / "pids"
+    probe = f"""
+import asyncio
+from pathlib import Path
+from toolnexus.process import run_process
+script = "setsid sh -c 'echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 300' & wait"
+asyncio.run(run_process(["sh", "-c", script], cwd=Path("."), timeout=60, max_output=100))
+"""
+    repo = Path(__file__).resolve().parents[1]
+    toolkit = subprocess.Popen(
+        [sys.executable, "-c", probe], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)}
+    )
+    try:
+        escaped = anyio.run(_escapee, pids)
+        toolkit.kill()
+        toolkit.wait()
+        anyio.run(_assert_gone, escaped)
+    finally:
+        toolkit.kill()
+        toolkit.wait()

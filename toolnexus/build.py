@@ -231,6 +231,8 @@ def _build_tool(
     spec = decl.spec
     if "max_output" not in spec and decl.defaults.max_output is not None:
         spec = {**spec, "max_output": decl.defaults.max_output}
+    if decl.kind == "shell" and "kill_grace" not in spec and decl.defaults.kill_grace is not None:
+        spec = {**spec, "kill_grace": decl.defaults.kill_grace}
     try:
         # `defaults.sandbox` confines processes: shell tools, and python tools that asked for a
         # child process. HTTP tools only read their own block (a host allow-list).

@@ -4,7 +4,12 @@
 starts a background job read piece by piece (`shell_output`, `shell_kill`). Both:
 
 - start the command in a new session, so that a timeout or a cancellation kills its whole process
-  group (SIGTERM, a short grace, then SIGKILL), grandchildren included, and reap it;
+  group (SIGTERM, `kill_grace` seconds, then SIGKILL), grandchildren included, and reap it;
+- make "no process outlives its call" hold beyond the group: under bwrap the command's pid
+  namespace ends with it; otherwise (no sandbox, Landlock) the command runs under the reaper
+  (`_reaper.py`), a child subreaper that also catches `setsid` and double-fork escapees, and
+  that stops what the command left running as soon as the command exits (SIGTERM, the grace,
+  SIGKILL), so a background child neither outlives the call nor holds it until its timeout;
 - read output as it comes with bounded memory: the first and last `max_output / 2` bytes of each
   stream are kept and the bytes in between are only counted, so a command printing a gigabyte
   costs a few hundred kilobytes;
@@ -17,25 +22,32 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import errno
 import os
 import shutil
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from . import _reaper
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
 
 _CHUNK = 65536
 _KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL (the `kill_grace` of shell tools)."""
 # After the command ended (or was killed), how long to wait for its pipes to reach EOF: a process
 # that escaped the group (a daemon that called setsid) may hold them open forever.
 _DRAIN_TIMEOUT = 1.0
+# After asking the reaper to SIGKILL everything, how long before it is itself killed as broken
+# (a process stuck in uninterruptible sleep makes it give up after `_reaper._GIVE_UP`).
+_REAPER_GIVE_UP = _reaper.GIVE_UP + 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +75,10 @@ class ProcessResult:
     """Aspects of the policy that could not be enforced (with `required: false`)."""
     killed_signal: int | None = None
     """The signal the toolkit sent to end the process group (timeout), if it had to."""
+    stopped: int = 0
+    """Processes the command left running when it exited (or that ran beside it when it was
+    killed), stopped by the reaper. Not counted under bwrap, whose pid namespace SIGKILLs them
+    when the command exits."""
 
 
 class _Ring:
@@ -161,18 +177,84 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-async def _terminate(proc: asyncio.subprocess.Process, grace: float) -> int:
-    """SIGTERM the group, give it `grace` seconds, SIGKILL it; return the signal that ended it."""
-    _killpg(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        _killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        return signal.SIGKILL
-    # The leader is gone; members that ignored SIGTERM are not waited for.
-    _killpg(proc.pid, signal.SIGKILL)
-    return signal.SIGTERM
+@dataclass(frozen=True)
+class _Report:
+    """What the reaper said (`_reaper.py` describes the lines)."""
+
+    error: tuple[int, str] | None = None
+    """(exit code, message) when the command could not be started."""
+    status: int | None = None
+    stopped: int = 0
+    ended_by: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> _Report:
+        report = cls()
+        for line in text.splitlines():
+            word, _, rest = line.partition(" ")
+            if word == "error":
+                code, _, message = rest.partition(" ")
+                report = replace(report, error=(int(code), message))
+            elif word == "exit":
+                status, stopped, ended_by = (int(x) for x in rest.split())
+                report = replace(report, status=status, stopped=stopped, ended_by=ended_by)
+        return report
+
+
+@dataclass(eq=False)
+class _Child:
+    """A started command: its group leader (the reaper, or bwrap) and the reaper's report pipe."""
+
+    proc: asyncio.subprocess.Process
+    status: asyncio.StreamReader | None
+    """The reaper's report, None when the command runs without it (under bwrap)."""
+    transport: asyncio.BaseTransport | None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def abort(self) -> None:
+        """SIGKILL the whole tree now, without waiting (the reaper does it and exits)."""
+        if self.status is None:
+            _killpg(self.pid, signal.SIGKILL)
+        elif self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGUSR1)
+
+    async def terminate(self, grace: float) -> int:
+        """SIGTERM the group (the reaper forwards it to escapees), give it `grace` seconds,
+        SIGKILL it; return the signal that ended it."""
+        _killpg(self.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.proc.wait()), grace)
+        except TimeoutError:
+            self.abort()
+            try:
+                await asyncio.wait_for(asyncio.shield(self.proc.wait()), _REAPER_GIVE_UP)
+            except TimeoutError:  # a reaper that cannot do its job (stopped, say): kill it
+                _killpg(self.pid, signal.SIGKILL)
+                await self.proc.wait()
+            return signal.SIGKILL
+        # The leader is gone; members that ignored SIGTERM are not waited for.
+        self.abort()
+        return signal.SIGTERM
+
+    async def report(self) -> _Report:
+        """The reaper's report, once it exited (an empty one without the reaper)."""
+        if self.status is None:
+            return _Report()
+        try:
+            text = await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
+        except TimeoutError:
+            text = b""
+        self.close()
+        return _Report.parse(text.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
 
 
 def _prepare(
@@ -197,18 +279,41 @@ def _limit(given: _Limit | None, policy: _Limit | None) -> _Limit | None:
     return given if policy is None else min(given, policy)
 
 
+# The reaper is imported rather than run by path, so that its cached bytecode is used: compiling
+# it would cost as much as the rest of its start-up. `sys.path` gets its folder last, so that
+# nothing there shadows the standard library.
+_REAPER_BOOT = (
+    "import sys; sys.path.append(sys.argv.pop(1)); from _reaper import main; "
+    "sys.exit(main(sys.argv))"
+)
+
+
+def _reaper_argv(status_fd: int, grace: float) -> list[str]:
+    """`python -I -S -c BOOT DIR FD PARENT GRACE --`: isolated mode keeps the command's
+    environment and the user's site-packages out of the reaper (and start-up short)."""
+    folder = os.path.dirname(_reaper.__file__)
+    return [sys.executable, "-I", "-S", "-c", _REAPER_BOOT, folder, str(status_fd),
+            str(os.getpid()), repr(grace), "--"]  # fmt: skip
+
+
 async def _spawn(
-    wrapped: WrappedCommand, *, cwd: Path, stdin: bool, merge_stderr: bool
-) -> asyncio.subprocess.Process:
-    """Start the command in a new session.
+    wrapped: WrappedCommand, *, cwd: Path, stdin: bool, merge_stderr: bool, grace: float
+) -> _Child:
+    """Start the command in a new session, under the reaper unless bwrap's pid namespace
+    already ends every process with the command.
 
     The child runs as soon as it is forked, while asyncio still connects its pipes: a
     cancellation in that window must not leave the started group behind, so the spawn is
-    shielded and, if cancelled, finished and its group killed before the cancellation goes on.
+    shielded and, if cancelled, finished and its tree killed before the cancellation goes on.
     """
+    argv: Sequence[str] = wrapped.argv
+    read_fd = write_fd = None
+    if wrapped.mechanism != "bwrap":
+        read_fd, write_fd = os.pipe()
+        argv = [*_reaper_argv(write_fd, grace), *wrapped.argv]
     spawning = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
-            *wrapped.argv,
+            *argv,
             cwd=cwd,
             env=wrapped.env,
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
@@ -216,16 +321,35 @@ async def _spawn(
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
             start_new_session=True,
             limit=_CHUNK,
+            pass_fds=() if write_fd is None else (write_fd,),
         )
     )
     try:
-        return await asyncio.shield(spawning)
+        try:
+            proc = await asyncio.shield(spawning)
+        finally:
+            if write_fd is not None:
+                os.close(write_fd)
     except asyncio.CancelledError:
         with contextlib.suppress(OSError):  # it failed to start: nothing to kill
-            proc = await spawning
-            _killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            child = _Child(await spawning, None, None)
+            _killpg(child.pid, signal.SIGKILL)  # the reaper has not started anything yet
+            await child.proc.wait()
+        if read_fd is not None:
+            os.close(read_fd)
         raise
+    except BaseException:
+        if read_fd is not None:
+            os.close(read_fd)
+        raise
+    if read_fd is None:
+        return _Child(proc, None, None)
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    return _Child(proc, reader, transport)
 
 
 def _cleanup(wrapped: WrappedCommand) -> None:
@@ -248,19 +372,24 @@ async def run_process(
 ) -> ProcessResult:
     """Run a command to completion with bounded time and memory.
 
+    The call returns as soon as the command itself has exited: processes it left running (a
+    `cmd &`, a daemon that called `setsid`) are stopped then, SIGTERM first and SIGKILL after
+    `kill_grace` seconds, and counted in `ProcessResult.stopped` (under bwrap the pid namespace
+    SIGKILLs them at once, uncounted).
+
     Args:
         argv: The command; `argv[0]` is looked up on PATH.
         cwd: The folder it starts in.
         env: Variables to set. Without a sandbox they are added to the toolkit's environment;
             with one they are added to the variables the policy lets through.
         stdin: Bytes piped to the command (its stdin is empty otherwise).
-        timeout: Seconds before the whole process group is killed (the policy's own timeout,
+        timeout: Seconds before the whole process tree is killed (the policy's own timeout,
             if shorter, wins).
         max_output: Bytes kept per stream, head and tail (None keeps everything).
         merge_stderr: Send stderr into `stdout`, in order.
         sandbox: The policy to confine the command with.
         workspace: The workspace for the policy (default `cwd`).
-        kill_grace: Seconds between SIGTERM and SIGKILL on timeout.
+        kill_grace: Seconds between SIGTERM and SIGKILL, on timeout and for leftovers.
 
     Returns:
         The exit code, the output and how it ended. A command that does not exist gives exit
@@ -278,19 +407,18 @@ async def run_process(
     out, err = _HeadTail(max_output), _HeadTail(max_output)
     try:
         try:
-            proc = await _spawn(
-                wrapped, cwd=cwd, stdin=stdin is not None, merge_stderr=merge_stderr
+            child = await _spawn(
+                wrapped,
+                cwd=cwd,
+                stdin=stdin is not None,
+                merge_stderr=merge_stderr,
+                grace=kill_grace,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            return ProcessResult(
-                exit_code=127 if isinstance(exc, FileNotFoundError) else 126,
-                stdout="",
-                stderr=f"cannot run {argv[0]!r}: {exc.strerror or exc}",
-                duration=time.monotonic() - started,
-                mechanism=wrapped.mechanism,
-                unconfined=wrapped.unconfined,
-                unenforced=wrapped.unenforced,
-            )
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return _not_started(wrapped, started, code, f"cannot run {argv[0]!r}: "
+                                f"{exc.strerror or exc}")  # fmt: skip
+        proc = child.proc
         tasks = [
             asyncio.ensure_future(_pump(proc.stdout, out)),
             asyncio.ensure_future(_pump(proc.stderr, err)),
@@ -302,22 +430,29 @@ async def run_process(
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
             except TimeoutError:
                 timed_out = True
-                killed = await _terminate(proc, kill_grace)
-            # Whatever the command left running in its group goes with it.
-            _killpg(proc.pid, signal.SIGKILL)
+                killed = await child.terminate(kill_grace)
+            if child.status is None:
+                # Whatever the command left running in its group goes with it.
+                _killpg(proc.pid, signal.SIGKILL)
+            report = await child.report()
             _, pending = await asyncio.wait(tasks, timeout=_DRAIN_TIMEOUT)
             for task in pending:
                 task.cancel()
         except BaseException:
-            # Cancelled (or failing) while the command runs: never leave its group behind.
+            # Cancelled (or failing) while the command runs: never leave its tree behind.
             # asyncio's child watcher reaps the leader once it is dead.
-            _killpg(proc.pid, signal.SIGKILL)
+            child.abort()
+            child.close()
             for task in tasks:
                 task.cancel()
             raise
-        code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        if report.error is not None:
+            return _not_started(wrapped, started, *report.error)
+        code = report.status if report.status is not None else proc.returncode
+        if timed_out and report.status is not None and not report.ended_by:
+            timed_out, killed = False, None  # the command had ended; only leftovers ran on
         return ProcessResult(
-            exit_code=code,
+            exit_code=code if code is not None else -signal.SIGKILL,
             stdout=out.text(),
             stderr=err.text(),
             timed_out=timed_out,
@@ -328,9 +463,22 @@ async def run_process(
             unconfined=wrapped.unconfined,
             unenforced=wrapped.unenforced,
             killed_signal=killed,
+            stopped=report.stopped,
         )
     finally:
         _cleanup(wrapped)
+
+
+def _not_started(wrapped: WrappedCommand, started: float, code: int, message: str) -> ProcessResult:
+    return ProcessResult(
+        exit_code=code,
+        stdout="",
+        stderr=message,
+        duration=time.monotonic() - started,
+        mechanism=wrapped.mechanism,
+        unconfined=wrapped.unconfined,
+        unenforced=wrapped.unenforced,
+    )
 
 
 @dataclass(kw_only=True, eq=False)
@@ -340,11 +488,12 @@ class ProcessHandle:
 
     argv: tuple[str, ...]
     pid: int
+    """The job's process group (the reaper's pid, or bwrap's)."""
     mechanism: Mechanism
     unconfined: bool
     started: float
     """`time.monotonic()` at start."""
-    _proc: asyncio.subprocess.Process = field(repr=False)
+    _child: _Child = field(repr=False)
     _ring: _Ring = field(repr=False)
     _wrapped: WrappedCommand = field(repr=False)
     _pump: asyncio.Future[None] = field(repr=False)
@@ -352,15 +501,23 @@ class ProcessHandle:
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"), repr=False
     )
+    _report: _Report | None = field(default=None, repr=False)
 
     @property
     def returncode(self) -> int | None:
         """The exit status once the job ended (`-N` for signal N), else None."""
-        return self._proc.returncode
+        if self._report is not None and self._report.status is not None:
+            return self._report.status
+        return self._child.proc.returncode
 
     @property
     def running(self) -> bool:
-        return self._proc.returncode is None
+        return self._child.proc.returncode is None
+
+    @property
+    def stopped(self) -> int:
+        """Processes the job left running when it ended, stopped then (known after `wait`)."""
+        return 0 if self._report is None else self._report.stopped
 
     def read_new(self) -> str:
         """Output that arrived since the previous call (a note says how much was lost if the
@@ -380,17 +537,26 @@ class ProcessHandle:
         Raises:
             TimeoutError: it did not end within `timeout` seconds (it keeps running).
         """
-        code = await asyncio.wait_for(asyncio.shield(self._proc.wait()), timeout)
-        _killpg(self.pid, signal.SIGKILL)
+        proc = self._child.proc
+        code = await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
+        if self._child.status is None:
+            _killpg(self.pid, signal.SIGKILL)
+        if self._report is None:
+            self._report = await self._child.report()
         await asyncio.wait([self._pump], timeout=_DRAIN_TIMEOUT)
         _cleanup(self._wrapped)
-        return code
+        return self._report.status if self._report.status is not None else code
 
     async def kill(self, grace: float = _KILL_GRACE) -> int:
-        """Stop the job's whole process group (SIGTERM, `grace`, SIGKILL) and reap it."""
+        """Stop the job's whole process tree (SIGTERM, `grace`, SIGKILL) and reap it."""
         if self.running:
-            await _terminate(self._proc, grace)
+            await self._child.terminate(grace)
         return await self.wait()
+
+    def abort(self) -> None:
+        """SIGKILL the job's whole tree now, without waiting: for finalizers and exit hooks,
+        where `kill` cannot be awaited (a group kill would miss escapees the reaper holds)."""
+        self._child.abort()
 
 
 async def start_process(
@@ -401,9 +567,11 @@ async def start_process(
     sandbox: SandboxPolicy | None = None,
     workspace: Path | None = None,
     max_buffer: int = 1_000_000,
+    kill_grace: float = _KILL_GRACE,
 ) -> ProcessHandle:
     """Start a background job; stdout and stderr are merged into a ring buffer of `max_buffer`
-    bytes. Stop it with `ProcessHandle.kill` (the toolkit must, before it closes).
+    bytes. Stop it with `ProcessHandle.kill` (the toolkit must, before it closes). When the
+    job's command exits, what it left running is stopped (SIGTERM, `kill_grace`, SIGKILL).
 
     Raises:
         SandboxUnavailable: the policy is required and cannot be enforced here.
@@ -411,19 +579,36 @@ async def start_process(
     """
     wrapped = _prepare(argv, cwd=cwd, env=env, sandbox=sandbox, workspace=workspace)
     try:
-        proc = await _spawn(wrapped, cwd=cwd, stdin=False, merge_stderr=True)
+        child = await _spawn(wrapped, cwd=cwd, stdin=False, merge_stderr=True, grace=kill_grace)
     except OSError:
         _cleanup(wrapped)
         raise
+    if child.status is not None:
+        try:
+            first = await child.status.readline()
+        except BaseException:
+            child.abort()
+            child.close()
+            _cleanup(wrapped)
+            raise
+        if first.startswith(b"error "):
+            report = _Report.parse(first.decode("utf-8", "replace"))
+            await child.proc.wait()
+            child.close()
+            _cleanup(wrapped)
+            code, message = report.error or (127, "")
+            if code == 127:
+                raise FileNotFoundError(errno.ENOENT, message, argv[0])
+            raise PermissionError(errno.EACCES, message, argv[0])
     ring = _Ring(max_buffer)
     return ProcessHandle(
         argv=tuple(argv),
-        pid=proc.pid,
+        pid=child.pid,
         mechanism=wrapped.mechanism,
         unconfined=wrapped.unconfined,
         started=time.monotonic(),
-        _proc=proc,
+        _child=child,
         _ring=ring,
         _wrapped=wrapped,
-        _pump=asyncio.ensure_future(_pump(proc.stdout, ring)),
+        _pump=asyncio.ensure_future(_pump(child.proc.stdout, ring)),
     )

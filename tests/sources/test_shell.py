@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from toolnexus import create_toolkit
 from toolnexus.base import Result, Tool, ToolContext
-from toolnexus.errors import ConfigError, ToolError
+from toolnexus.errors import ConfigError, ManifestSchemaError, ToolError
+from toolnexus.manifest import load_manifest
 from toolnexus.manifest.interpolate import Secret
 from toolnexus.sandbox import SandboxPolicy, detect
 from toolnexus.sources import BuildContext
@@ -283,6 +286,79 @@ async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
         os.close(fd)
 
 
+# SIGTERM is trapped: the script says so, takes 0.3 s to clean up, and exits 3. With a grace
+# longer than that it finishes its clean-up; with none it is SIGKILLed first.
+_CLEANUP = (
+    "trap 'echo term; sleep 0.3; echo cleaned; exit 3' TERM; echo ready; "
+    "while :; do sleep 0.05; done"
+)
+
+
+@pytest.mark.parametrize(("grace", "cleaned"), [(30, True), (0, False)])
+async def test_kill_grace_is_the_time_between_sigterm_and_sigkill(
+    ws: Path, grace: float, cleaned: bool
+) -> None:
+    tool = make(ws, command=["sh", "-c", _CLEANUP], timeout=0.5, kill_grace=grace)
+    result = await call(tool, ws)
+    assert result.is_error and result.metadata["timed_out"] is True
+    assert result.content.startswith("ready")
+    assert ("cleaned" in result.content) is cleaned
+    assert result.metadata["exit_code"] == (3 if cleaned else -9)
+
+
+async def test_a_background_child_is_stopped_when_the_command_exits(ws: Path) -> None:
+    pidfile = ws / "child.pid"
+    tool = make(ws, command=["sh", "-c", f"sleep 300 & echo $! > {pidfile}; echo started"])
+    result = await call(tool, ws)
+    assert not result.is_error
+    assert result.metadata["timed_out"] is False
+    assert result.metadata["stopped"] == 1
+    assert result.content == (
+        "started\nnote: 1 background process was still running when the command exited and "
+        "was stopped (no process outlives its tool call)"
+    )
+    with pytest.raises(ProcessLookupError):
+        for _ in range(1000):  # reaped by the reaper before the call returned
+            os.kill(int(pidfile.read_text()), 0)
+            await anyio.sleep(0.01)
+
+
+def test_kill_grace_comes_from_the_entry_or_the_defaults(tmp_path: Path) -> None:
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(
+        """
+version: 1
+defaults:
+  kill_grace: 30s
+  timeout: 500ms
+tools:
+  - name: inherits
+    command: ["sh", "-c", "CLEANUP"]
+  - name: own
+    command: ["sh", "-c", "CLEANUP"]
+    kill_grace: 0ms
+""".replace("CLEANUP", _CLEANUP.replace('"', '\\"'))
+    )
+    with create_toolkit(manifest, workspace=tmp_path) as tk:
+        inherits, own = tk.execute("inherits", {}), tk.execute("own", {})
+    assert "cleaned" in inherits.content and inherits.metadata["exit_code"] == 3
+    assert "cleaned" not in own.content and own.metadata["exit_code"] == -9
+
+
+def test_a_bad_kill_grace_is_located_in_the_manifest(tmp_path: Path) -> None:
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(
+        "version: 1\ndefaults:\n  kill_grace: soon\ntools:\n"
+        "  - name: t\n    command: [ls]\n    kill_grace: -2\n"
+    )
+    with pytest.raises(ManifestSchemaError) as err:
+        load_manifest(manifest)
+    first, second = err.value.issues
+    assert (first.line, first.field) == (3, "defaults.kill_grace")
+    assert "500ms, 30s, 2m or 1h" in first.message
+    assert (second.line, second.field) == (7, "tools[0].kill_grace")
+
+
 # --- shell: true -----------------------------------------------------------------------------
 
 
@@ -383,6 +459,8 @@ async def test_the_sandbox_confines_the_command(ws: Path) -> None:
         ({"command": ["ls", "{x"]}, None, "command[1]", "unmatched '{'"),
         ({"command": ["ls"], "env": {"A-B": "1"}}, None, "env.A-B", "not a valid variable name"),
         ({"command": ["ls"], "ok_exit_codes": ["0"]}, None, "ok_exit_codes", "are integers"),
+        ({"command": ["ls"], "kill_grace": -1}, None, "kill_grace", "zero or more seconds"),
+        ({"command": ["ls"], "kill_grace": True}, None, "kill_grace", "zero or more seconds"),
     ],
 )
 def test_bad_configuration_is_a_config_error(

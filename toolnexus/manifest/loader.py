@@ -705,6 +705,7 @@ def _defaults(data: Mapping[str, Any] | None) -> Defaults:
         approval=data.get("approval"),
         timeout=data.get("timeout"),
         max_output=data.get("max_output"),
+        kill_grace=data.get("kill_grace"),
         sandbox=data.get("sandbox"),
     )
 
@@ -722,6 +723,7 @@ def _layer(outer: Defaults, inner: Defaults) -> Defaults:
         approval=approval,
         timeout=outer.timeout if outer.timeout is not None else inner.timeout,
         max_output=outer.max_output if outer.max_output is not None else inner.max_output,
+        kill_grace=outer.kill_grace if outer.kill_grace is not None else inner.kill_grace,
         sandbox=sandbox,
     )
 

@@ -104,6 +104,8 @@ class Defaults:
     """Seconds."""
     max_output: int | None = None
     """Characters kept by shell and HTTP tools."""
+    kill_grace: float | None = None
+    """Seconds between SIGTERM and SIGKILL for shell tools."""
     sandbox: Mapping[str, Any] | None = None
 
 

@@ -23,7 +23,7 @@ _SIZE_KEYS = frozenset({"max_output", "max_response", "max_memory", "max_file_si
 
 def unit_of(key: str) -> str | None:
     """`"duration"`, `"size"` or None: which unit a key of this name holds."""
-    if key == "timeout" or key.endswith("_timeout"):
+    if key in ("timeout", "kill_grace") or key.endswith("_timeout"):
         return "duration"
     if key in _SIZE_KEYS:
         return "size"

@@ -8,6 +8,7 @@
   stdin: "{text?}"
   ok_exit_codes: [0, 1]
   max_output: 30000
+  kill_grace: 2s                                     # SIGTERM, then SIGKILL this much later
 - name: count_lines
   shell: true                                        # a script, run as: sh -c SCRIPT NAME ARGS...
   command: 'wc -l -- "$1" | tr -s " "'
@@ -31,7 +32,12 @@ The result's content is stdout, then stderr under a `[stderr]` line, then `exit 
 the command failed; a command that exits with a code outside `ok_exit_codes` (default `[0]`) or
 that timed out is an error result. `max_output` bounds each stream (head and tail are kept,
 with a note of how many bytes were left out between them). Metadata: exit_code, duration,
-truncated, timed_out, mechanism (the sandbox that confined it) and unconfined.
+truncated, timed_out, stopped, mechanism (the sandbox that confined it) and unconfined.
+
+No process outlives its call (`toolnexus.process`): on timeout the command and everything it
+started get SIGTERM, then SIGKILL `kill_grace` seconds later (default 2, also settable in
+`defaults`); the call answers as soon as the command itself exits, and what it left running
+in the background is stopped the same way, with a note saying how many processes were.
 """
 
 from __future__ import annotations
@@ -62,6 +68,9 @@ DEFAULT_TIMEOUT = 120.0
 """Seconds a command may run when neither the entry nor `defaults` set a timeout."""
 DEFAULT_MAX_OUTPUT = 30_000
 """Bytes of each stream (stdout, stderr) kept, head and tail, when the entry does not say."""
+DEFAULT_KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL when neither the entry nor `defaults` set `kill_grace`."""
+"""Bytes of each stream (stdout, stderr) kept, head and tail, when the entry does not say."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -79,6 +88,7 @@ class _Command:
     ok_exit_codes: frozenset[int]
     timeout: float
     max_output: int
+    kill_grace: float
     parameters: Parameters
     sandbox: SandboxPolicy | None
 
@@ -111,6 +121,7 @@ class _Command:
             max_output=self.max_output,
             sandbox=sandbox,
             workspace=ctx.workspace,
+            kill_grace=self.kill_grace,
         )
         return self._result(done, timeout)
 
@@ -139,6 +150,13 @@ class _Command:
             parts.append(f"timed out after {timeout:g}s: the command and its children were killed")
         elif done.exit_code not in self.ok_exit_codes:
             parts.append(f"exit code {done.exit_code}")
+        if done.stopped and not done.timed_out:
+            many = done.stopped > 1
+            parts.append(
+                f"note: {done.stopped} background process{'es' if many else ''} "
+                f"{'were' if many else 'was'} still running when the command exited and "
+                f"{'were' if many else 'was'} stopped (no process outlives its tool call)"
+            )
         return Result(
             content="\n".join(parts) if parts else "(no output)",
             is_error=failed,
@@ -147,6 +165,7 @@ class _Command:
                 "duration": done.duration,
                 "truncated": done.truncated,
                 "timed_out": done.timed_out,
+                "stopped": done.stopped,
                 "mechanism": done.mechanism,
                 "unconfined": done.unconfined,
             },
@@ -216,6 +235,7 @@ def build_shell_tool(decl: Mapping[str, Any], ctx: BuildContext) -> Tool:
         ok_exit_codes=_exit_codes(decl.get("ok_exit_codes")),
         timeout=_positive(ctx.timeout or DEFAULT_TIMEOUT, "timeout"),
         max_output=int(_positive(decl.get("max_output", DEFAULT_MAX_OUTPUT), "max_output")),
+        kill_grace=_grace(decl.get("kill_grace", DEFAULT_KILL_GRACE)),
         parameters=params,
         sandbox=ctx.sandbox,
     )
@@ -315,6 +335,15 @@ def _exit_codes(value: Any) -> frozenset[int]:
 def _positive(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(f"expected a positive number, not {value!r}", field=field)
+    return float(value)
+
+
+def _grace(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(
+            f"kill_grace must be a duration of zero or more seconds, not {value!r}",
+            field="kill_grace",
+        )
     return float(value)
 
 

@@ -1,0 +1,233 @@
+"""The process reaper: `main([_, STATUS_FD, PARENT, GRACE, "--", *argv])`, in a `python -I -S`
+child of the toolkit (`process._reaper_argv`).
+
+A process group kill misses a child that called `setsid` (or a double fork that did): it leaves
+the group and, orphaned, is re-parented to init, out of the toolkit's reach. This launcher sits
+between the toolkit and the command to close that gap where no pid namespace (bwrap) does:
+
+- it makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every orphan of the command's
+  tree, escaped from the group or not, is re-parented to it instead of to init;
+- it spawns the command and, once the command has exited, stops whatever it left running
+  (SIGTERM, GRACE seconds, then SIGKILL) before it exits itself, so the call answers as soon as
+  the command is done and no background child outlives it;
+- asked to stop (SIGTERM: forwarded to every descendant; SIGUSR1: SIGKILL them all now), or when
+  its parent dies (`PR_SET_PDEATHSIG`), it kills the whole tree and reaps it.
+
+Its own stdin, stdout and stderr go to /dev/null once the command started, so that the pipes
+reach end-of-file when the command's tree is gone. It reports on STATUS_FD, one line each:
+`started PID`, or `error CODE MESSAGE` when the command cannot be started; then at the end
+`exit STATUS STOPPED SIGNAL`: the command's exit status (`-N` for signal N), how many other
+processes were still running and were stopped, and the signal that ended the command when it
+was asked to stop (0 if the command ended by itself).
+
+Imported by a `python -I -S -c` bootstrap (so that its cached bytecode is used), it imports
+only the standard library and stays small: its start-up is paid on every call (see
+`benchmarks/run.py`, section `process`). For that reason it uses the C modules `_signal` and
+`_ctypes` directly: the `signal` package builds enums and `ctypes` defines every C type,
+together some 10 ms of start-up for a few constants and one function (`prctl`).
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import _signal as signal  # pyright: ignore[reportMissingImports] (no stub: `signal` re-exports it)
+import os
+import sys
+import time
+
+__all__: list[str] = []
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_CONTROL = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+_STOP = frozenset(_CONTROL) - {signal.SIGCHLD}
+# A process in uninterruptible sleep cannot die even of SIGKILL: past this many seconds of
+# killing, the reaper gives up on it (and says so) instead of hanging the call.
+GIVE_UP = 10.0
+_RESCAN = 0.1
+
+
+def _descendants() -> set[int]:
+    """Every live (not zombie) descendant of this process, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    todo = [os.getpid()]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        try:  # noqa: SIM105 (contextlib costs ~5 ms of start-up, paid on every call)
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class _Tree:
+    """The command and everything re-parented to this reaper."""
+
+    def __init__(self, main: int) -> None:
+        self.main = main
+        self.status: int | None = None
+        self.signalled: set[int] = set()
+        """Processes other than the command that were sent a signal to stop them."""
+
+    def reap(self) -> bool:
+        """Reap every child that ended; True while children remain."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.main:
+                self.status = os.waitstatus_to_exitcode(status)
+
+    def send(self, sig: int, *, skip: set[int] | frozenset[int] = frozenset()) -> set[int]:
+        """Send `sig` to every descendant not in `skip`; return the descendants found."""
+        pids = _descendants()
+        self.signalled |= pids - {self.main}
+        _signal_all(pids - skip, sig)
+        return pids
+
+    def stop(self, grace: float | None) -> int:
+        """SIGTERM the tree and wait `grace` seconds (None: until SIGUSR1) for it to end, then
+        SIGKILL what is left; return the signal that ended the command (0: it had ended).
+
+        Processes that appear meanwhile get their SIGTERM too (looked for at each child's end
+        and every `_RESCAN` seconds): a shell SIGTERMed in the middle of a vfork leaves the
+        new child behind, which must not wait for the grace to end."""
+        ended_by = 0 if self.status is not None else signal.SIGTERM
+        termed = self.send(signal.SIGTERM)
+        deadline = None if grace is None else time.monotonic() + grace
+        while self.reap():
+            wait = _RESCAN if deadline is None else min(_RESCAN, deadline - time.monotonic())
+            if wait <= 0:
+                break
+            got = signal.sigtimedwait(_CONTROL, wait)
+            if got is not None and got.si_signo == signal.SIGUSR1:
+                break
+            termed |= self.send(signal.SIGTERM, skip=termed)
+        if self.status is None:
+            ended_by = signal.SIGKILL
+        self.kill()
+        return ended_by
+
+    def kill(self) -> None:
+        """SIGKILL every descendant, round after round (orphans of the killed are re-parented
+        here), until none is left."""
+        give_up = time.monotonic() + GIVE_UP
+        while self.reap() and time.monotonic() < give_up:
+            self.send(signal.SIGKILL)
+            signal.sigtimedwait([signal.SIGCHLD], 0.05)
+
+
+class _CInt(_ctypes._SimpleCData):
+    _type_ = "i"
+
+
+class _CFunction(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL
+    _restype_ = _CInt
+
+
+def _prctl(option: int, value: int) -> None:
+    # dlopen(NULL): the program itself, where libc's symbols are found whichever libc it is.
+    libc = _ctypes.dlopen(None)  # pyright: ignore[reportArgumentType]
+    _CFunction(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0)
+
+
+_RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL)
+"""Signals the command gets with their default action (Python ignores SIGPIPE and SIGXFSZ)."""
+_SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "_sandbox_exec.py")
+
+
+def _spawn(command: list[str]) -> int:
+    """Start the command with default signal actions and an empty signal mask.
+
+    The Landlock launcher (`python -I -S _sandbox_exec.py CONFIG -- argv`) is not started as a
+    second interpreter: a fork of this one runs it (it confines itself, then execs the command),
+    which saves an interpreter start-up per call.
+    """
+    if command[:4] != [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]:
+        return os.posix_spawnp(command[0], command, os.environ, setsigmask=(), setsigdef=_RESET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in _RESET:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            import _sandbox_exec  # only this child needs it
+
+            os._exit(_sandbox_exec.main(command[3:]))
+        except BaseException as exc:  # noqa: BLE001 (the child must never return into the reaper)
+            os.write(2, f"toolnexus sandbox: cannot start the launcher: {exc}\n".encode())
+        os._exit(126)
+    return pid
+
+
+def _report(fd: int, line: str) -> None:
+    try:  # noqa: SIM105 (as above)
+        os.write(fd, (line + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass  # nobody listens any more: the reaper still does its job
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 6 or argv[4] != "--":
+        print("usage: _reaper.py STATUS_FD PARENT GRACE -- command [args...]", file=sys.stderr)
+        return 2
+    fd, parent, grace, command = int(argv[1]), int(argv[2]), float(argv[3]), argv[5:]
+    os.set_inheritable(fd, False)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1)
+    if os.getppid() != parent:
+        return 125  # the toolkit died before the command started: start nothing
+    try:
+        pid = _spawn(command)
+    except OSError as exc:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
+        return code
+    _report(fd, f"started {pid}")
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    os.close(null)
+    tree = _Tree(pid)
+    ended_by = 0
+    while tree.status is None:
+        got = signal.sigwaitinfo(_CONTROL)
+        if got.si_signo == signal.SIGUSR1:
+            ended_by = signal.SIGKILL
+            break
+        if got.si_signo in _STOP:
+            ended_by = tree.stop(None)
+            break
+        tree.reap()
+    if ended_by == signal.SIGKILL:
+        tree.kill()
+    elif tree.reap():
+        tree.stop(grace)  # the command exited and left processes running
+    status = tree.status if tree.status is not None else -signal.SIGKILL
+    _report(fd, f"exit {status} {len(tree.signalled)} {ended_by}")
+    return status if status >= 0 else 128 - status
+
