@@ -459,8 +459,5 @@ network); `--recurse-submodules` and `--no-index` read other repositories or fil
 
 GIT = Program(name="git", options=GIT_GLOBAL, parser=Parser.EXACT, subcommands=GIT_SUBCOMMANDS)
 
-PROGRAMS: Mapping[str, Program] = {
-    p.name: p
-    for p in (*_GNU, _RG, _FIND, *_BUILTINS, GIT)
-}
+PROGRAMS: Mapping[str, Program] = {p.name: p for p in (*_GNU, _RG, _FIND, *_BUILTINS, GIT)}
 """Every program a known-safe command may run, by the name it is called by."""
