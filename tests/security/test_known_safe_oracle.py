@@ -210,7 +210,9 @@ OPERANDS = [
     "TODO", "-name", "*.py", "-delete", "-exec", "{}", ";", "$HOME", "s/a/b/w pwned",
     "--output=pwned.txt", "-ofoo", "main", "new-branch", "-d", "f", "x",
 ]  # fmt: skip
-VALUES = ["1", "3", "a.txt", ",", "--", "-o", "pwned.txt", "alpha", "%s", "/tmp", "-", "x", "k1"]
+VALUES = [
+    "1", "3", "a.txt", ",", "--", "--", "-o", "pwned.txt", "alpha", "%s", "/tmp", "-", "x", "k1",
+]  # fmt: skip
 SYNTAX = [" | ", " ; ", " && ", " || ", "\n"]
 REDIRECTS = ["2>/dev/null", ">/dev/null", "2>&1", ">&-", "</dev/null", "> out.txt", "< a.txt"]
 
@@ -250,7 +252,9 @@ def _option_words(draw: st.DrawFn, program: Program) -> list[str]:
 @st.composite
 def simple_commands(draw: st.DrawFn) -> str:
     programs = [p for p in PROGRAMS.values() if p.name not in ("sleep", "git")]
-    if draw(st.integers(0, 3)) == 0:
+    guarded = [p for p in programs if p.check or any(o.refused for o in p.options)]
+    choice = draw(st.integers(0, 3))
+    if choice == 0:
         sub = draw(st.sampled_from(sorted(GIT_SUBCOMMANDS)))
         program = GIT_SUBCOMMANDS[sub]
         head = ["git"]
@@ -262,7 +266,8 @@ def simple_commands(draw: st.DrawFn) -> str:
             head.append(inner)
             program = program.subcommands[inner]
     else:
-        program = draw(st.sampled_from(programs))
+        # Half of the time a program that has something to refuse: that is where bugs hide.
+        program = draw(st.sampled_from(guarded if choice == 1 else programs))
         head = [program.name]
     words: list[str] = []
     for _ in range(draw(st.integers(0, 4))):
