@@ -175,12 +175,30 @@ BASH_TRICKS = [
 """Expansions whose run-time value is unknown, globs that may expand into options, bash's
 `{NAME}>` descriptor assignment, and here-document delimiters joined by backslash-newline."""
 
+GIT_WRITES = [
+    "git shortlog --output=x",  # found by the oracle in the old check
+    "git log --output=x",
+    "git show --output x",
+    "git diff --output=x",
+    "git stash show --output=x",
+    "git branch new-branch",
+    "git branch -m a b",
+    "git stash",
+    "git remote add x y",
+    "git remote show origin",
+    "git status --porcelain=v2 --output=x",
+    "git tag v1",
+    "git checkout status",
+]
+"""Read-only sub-commands made to write, and sub-commands that are not read-only."""
+
 ATTACKS = {
     "wrapper": WRAPPERS,
     "value-cluster": VALUES_AND_CLUSTERS,
     "abbreviation": ABBREVIATIONS,
     "redirection": INPUT_REDIRECTIONS,
     "git-elsewhere": GIT_ELSEWHERE,
+    "git-writes": GIT_WRITES,
     "bash": BASH_TRICKS,
 }
 
