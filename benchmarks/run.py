@@ -977,7 +977,30 @@ def bench_shell() -> None:
             "approval checks the same command more than once",
         )
     )
+    rows.append(_bench_git_approval())
     table("Shell: known-safe check per command", rows)
+
+
+def _bench_git_approval() -> Row:
+    """The builtin shell's whole decision for `git status` in a repository of 500 files: the
+    known-safe check, plus reading the repository's config (`git config --list`) and looking
+    for nested repositories."""
+    from builtin.shell import shell_tools
+
+    (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
+    assert shell.approval is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        for i in range(500):
+            folder = repo / f"pkg{i % 25}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"m{i}.py").write_text("x = 1\n")
+        decide = shell.approval.decide
+        verdict = decide(shell, {"command": "git status"}, repo)
+        assert verdict.rule == "known read-only command", verdict
+        us = median_us(lambda: decide(shell, {"command": "git status"}, repo), number=20)
+    return ("ShellApproval for `git status`, 500-file repository", us / 1000, "ms", "per call")
 
 
 SECTIONS: dict[str, Callable[[], None]] = {
