@@ -1032,6 +1032,79 @@ def _default_debounce() -> int:
     return int(inspect.signature(Toolkit.watch).parameters["debounce_ms"].default)
 
 
+# -- shell -----------------------------------------------------------------------------------
+
+_SHELL_COMMANDS = [
+    "ls -la",
+    "git status --short",
+    "grep -rn TODO src | head -20",
+    "rg -n --glob '*.py' 'def main' src",
+    "find . -name '*.py' -type f -not -path './.git/*'",
+    "sed -n '10,40p' src/app.py && wc -l src/app.py",
+    "git log --oneline -n 20 -- src",
+    "sort -rn -k2 counts.txt | uniq -c | head",
+]
+
+
+def bench_shell() -> None:
+    """Cost of `is_known_safe_command` on typical one-line agent commands: cold (a command
+    never seen, so neither the grammar's nor the check's cache helps) and repeated."""
+    from toolnexus import is_known_safe_command
+    from toolnexus.shell import analyze
+
+    rows: list[Row] = []
+    cold: list[float] = []
+    for command in _SHELL_COMMANDS:
+        assert is_known_safe_command(command), command
+        serial = iter(range(10**9))
+
+        def fresh(command: str = command, serial: Iterator[int] = serial) -> None:
+            # A distinct trailing operand per call: every call parses and checks anew.
+            is_known_safe_command(f"{command} x{next(serial)}")
+
+        def parse(command: str = command, serial: Iterator[int] = serial) -> None:
+            analyze(f"{command} x{next(serial)}")
+
+        us = median_us(fresh, number=2000)
+        cold.append(us)
+        label = command.replace("|", "\\|")
+        note = f"target ≤ 200 µs; the grammar alone {median_us(parse, number=2000):.0f} µs"
+        rows.append((f"cold `{label}`", us, "µs", note))
+    rows.append(("cold, median of the commands above", statistics.median(cold), "µs", "≤ 200 µs"))
+    rows.append(
+        (
+            "repeated command (cached)",
+            median_us(lambda: is_known_safe_command(_SHELL_COMMANDS[0]), number=20000),
+            "µs",
+            "approval checks the same command more than once",
+        )
+    )
+    rows.append(_bench_git_approval())
+    table("Shell: known-safe check per command", rows)
+
+
+def _bench_git_approval() -> Row:
+    """The builtin shell's whole decision for `git status` in a repository of 500 files: the
+    known-safe check, plus reading the repository's config (`git config --list`) and looking
+    for nested repositories."""
+    from builtin.shell import shell_tools
+
+    (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
+    assert shell.approval is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        for i in range(500):
+            folder = repo / f"pkg{i % 25}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"m{i}.py").write_text("x = 1\n")
+        decide = shell.approval.decide
+        verdict = decide(shell, {"command": "git status"}, repo)
+        assert verdict.rule == "known read-only command", verdict
+        us = median_us(lambda: decide(shell, {"command": "git status"}, repo), number=20)
+    return ("ShellApproval for `git status`, 500-file repository", us / 1000, "ms", "per call")
+
+
 SECTIONS: dict[str, Callable[[], None]] = {
     "core": bench_core,
     "mcp": bench_mcp,
@@ -1040,6 +1113,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "sandbox": bench_sandbox,
     "process": bench_process,
     "reload": bench_reload,
+    "shell": bench_shell,
 }
 
 

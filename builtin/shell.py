@@ -14,9 +14,11 @@ last resort, a finalizer SIGKILLs every job still running when the registry is c
 the interpreter exits.
 
 Approval is decided from the command: a command the core knows to be read-only
-(`is_known_safe_command`: `ls`, `cat`, `git status`, ... without writing redirections or
-dangerous flags) is allowed; anything else gets the tool's default (`ask`), which the
-manifest's permission rules may override.
+(`is_known_safe_command`: `ls`, `cat`, `git status`, ... every option understood, nothing
+redirected into a file) is allowed; git only in the workspace's own repository and only while
+nothing in it redirects git elsewhere or configures a program (`_repository_redirected`).
+Anything else gets the tool's default (`ask`), which the manifest's permission rules may
+override.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import asyncio
 import contextlib
 import itertools
 import os
+import re
 import signal
+import subprocess
 import time
 import weakref
 from collections.abc import Mapping
@@ -106,7 +110,7 @@ class ShellApproval:
         if (
             isinstance(command, str)
             and is_known_safe_command(command)
-            and not _git_elsewhere(command, arguments.get("cwd"))
+            and not _git_elsewhere(command, arguments.get("cwd"), workspace)
         ):
             return Verdict(
                 decision=Decision.ALLOW,
@@ -124,27 +128,29 @@ class ShellApproval:
         return f"read-only commands allow, else {self.default.value}"
 
 
-_GIT_REPO_OPTIONS = ("-C", "--git-dir", "--work-tree", "-c", "--config-env", "--exec-path")
-
 GIT_SAFETY_ENV = {
     "GIT_CONFIG_COUNT": "2",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
     "GIT_CONFIG_VALUE_0": "false",
     "GIT_CONFIG_KEY_1": "core.hooksPath",
     "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_OPTIONAL_LOCKS": "0",
     "GIT_PAGER": "cat",
     "PAGER": "cat",
 }
 """Set for every command: repository config cannot make a read-only git command start a
-program (fsmonitor hook, hooks, pager)."""
+program (fsmonitor hook, hooks, pager), and `git status` does not rewrite the index (a
+command that only reads leaves the repository byte for byte as it was)."""
 
 
-def _git_elsewhere(command: str, cwd: object) -> bool:
-    """True when a command runs git in a repository other than the workspace's own.
+def _git_elsewhere(command: str, cwd: object, workspace: Path) -> bool:
+    """True when a command runs git anywhere but in the workspace's own, unredirected
+    repository.
 
-    Read-only git commands obey the repository's config, which can name programs to run
-    (fsmonitor, diff drivers). The workspace's `.git/config` is protected from the tools; a
-    nested repository the model could have written is not, so git there is not auto-allowed.
+    Read-only git commands obey the repository's files, which can name programs to run or
+    send git to another repository: the model may have written them. So git is auto-allowed
+    only from the workspace itself (no `cwd`, no `cd`), and only when `_repository_redirected`
+    finds nothing in the repository git would use.
     """
     words = split_command(command)
     if words is None:
@@ -154,17 +160,91 @@ def _git_elsewhere(command: str, cwd: object) -> bool:
         return False
     if cwd not in (None, "", ".", "./"):
         return True
-    if any(p in ("cd", "pushd") for p in programs):
+    if any(p in ("cd", "pushd", "popd") for p in programs):
         return True
-    for w in words:
-        if w and w[0].rsplit("/", 1)[-1] == "git":
-            for arg in w[1:]:
-                if not arg.startswith("-"):
-                    break  # the subcommand: options after it are its own
-                if arg.split("=", 1)[0] in _GIT_REPO_OPTIONS or (
-                    arg.startswith("-C") and arg != "-C"
-                ):
-                    return True
+    return _repository_redirected(workspace)
+
+
+_HARMLESS_CONFIG = re.compile(
+    r"""(?x)
+    core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|precomposeunicode
+        |symlinks|autocrlf|eol|safecrlf|abbrev|quotepath|checkstat|trustctime|compression
+        |loosecompression|bigfilethreshold|whitespace|commentchar|sparsecheckout
+        |sparsecheckoutcone|splitindex|untrackedcache|preloadindex|multipackindex)
+    | extensions\.objectformat
+    | (user|author|committer)\.(name|email)
+    | init\.defaultbranch | index\.version | feature\.manyfiles
+    | remote\.[^\n]*\.(url|pushurl|fetch|push|tagopt|prune|mirror|skipdefaultupdate)
+    | branch\.[^\n]*\.(remote|merge|rebase|pushremote|description)
+    | (pull|push|fetch|merge|rebase|status|log|color|advice|column|blame|grep|tag|commit
+        |rerere|gc|pack|format)\.[a-z0-9-]+
+    | color\.(diff|status|branch|grep|decorate|interactive|remote)\.[a-z0-9-]+
+    | diff\.(renames|renamelimit|algorithm|mnemonicprefix|noprefix|colormoved|context
+        |interhunkcontext|indentheuristic|statgraphwidth|suppressblankempty|wserrorhighlight
+        |ignoresubmodules|submodule|relative|orderfile|dirstat)
+    | alias\.[^\n]*
+    """
+)
+"""Config keys known to run nothing and to point git at nothing else (lower-cased, as `git
+config --list` prints them). Every other key refuses auto-allow: `core.pager`,
+`core.fsmonitor`, `core.hooksPath`, `core.worktree`, `core.sshCommand`, `diff.external`,
+`diff.*.textconv`, `filter.*`, `gpg.program`, `log.showSignature`, `include.path`,
+`includeIf.*`, `extensions.partialClone`... `status.*`, `log.*` and `gc.*` keys pick formats
+and thresholds (`log.showsignature` is refused below); aliases never shadow the built-in
+sub-commands the known-safe table allows."""
+_RUNS_PROGRAM = frozenset({"log.showsignature", "status.submodulesummary", "tag.gpgsign"})
+
+
+def _repository_redirected(start: Path) -> bool:
+    """True when the repository git would use from `start` is redirected or configured in a
+    way the model could have written: `.git` a gitfile, `commondir`, `objects/info/alternates`,
+    a per-worktree config, a config key outside `_HARMLESS_CONFIG`, or any nested repository
+    below `start` (git status descends into submodules with their own config)."""
+    top = next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+    if top is None:
+        return False  # no repository: git refuses to run
+    dot_git = top / ".git"
+    if not dot_git.is_dir() or dot_git.is_symlink():
+        return True
+    for name in ("commondir", "objects/info/alternates", "config.worktree"):
+        if (dot_git / name).exists():
+            return True
+    if _config_unsafe(dot_git / "config"):
+        return True
+    return _nested_repository(start, skip=dot_git)
+
+
+def _config_unsafe(config: Path) -> bool:
+    if not config.exists():
+        return False
+    try:
+        listed = subprocess.run(
+            ["git", "config", "--file", str(config), "--no-includes", "--list", "--null"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            cwd="/",  # no repository around: git only parses the one file it is given
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if listed.returncode != 0:
+        return True
+    for entry in listed.stdout.split(b"\0"):
+        key = entry.split(b"\n", 1)[0].decode("utf-8", "replace").lower()
+        if key and (key in _RUNS_PROGRAM or not _HARMLESS_CONFIG.fullmatch(key)):
+            return True
+    return False
+
+
+def _nested_repository(start: Path, skip: Path) -> bool:
+    """Any `.git` (folder or file) below `start`, other than `skip`."""
+    for folder, dirs, files in os.walk(start):
+        if ".git" in files:
+            return True
+        if ".git" in dirs:
+            if Path(folder) / ".git" != skip:
+                return True
+            dirs.remove(".git")
     return False
 
 
