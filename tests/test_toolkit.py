@@ -108,7 +108,69 @@ def test_close_twice_and_use_after_close() -> None:
     tk.close()
     assert tk.closed
     with pytest.raises(UsageError, match="closed"):
-        tk.execute("add", {"a": 1, "b": 2})
+        tk.tools()  # listing a closed toolkit is the program's mistake
+
+
+def test_calls_on_a_closed_toolkit_are_error_results() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    tk.close()
+    result = tk.execute("add", {"a": 1, "b": 2})
+    assert result.is_error
+    assert result.metadata["error_type"] == "ToolkitClosed"
+    assert "'add' was not run: the toolkit is closed" in result.content
+    batch = tk.execute_many([ToolCall(name="add", arguments={"a": 1, "b": 2}, id="c1")])
+    assert [r.metadata["error_type"] for r in batch] == ["ToolkitClosed"]
+    assert batch[0].metadata["call_id"] == "c1"
+    verdict = tk.check("add", {"a": 1, "b": 2})
+    assert verdict.decision is Decision.DENY
+    assert "closed" in verdict.reason
+
+
+@pytest.mark.anyio
+async def test_async_calls_on_a_closed_toolkit_are_error_results() -> None:
+    tk = await acreate_toolkit(extra_tools=[add])
+    await tk.aclose()
+    result = await tk.aexecute("add", {"a": 1, "b": 2})
+    assert result.is_error and result.metadata["error_type"] == "ToolkitClosed"
+    batch = await tk.aexecute_many([ToolCall(name="add"), ToolCall(name="add")])
+    assert [r.is_error for r in batch] == [True, True]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "add", "arguments": {"a": 1, "b": 2}, "id": "c1"},
+        {"name": "add", "arguments": '{"a": 1, "b": 2}', "id": "c1"},
+        ("add", {"a": 1, "b": 2}),
+        ("add", '{"a": 1, "b": 2}', "c1"),
+    ],
+    ids=["dict", "dict-json", "pair", "triple"],
+)
+def test_execute_many_takes_dicts_and_tuples(call: object) -> None:
+    with create_toolkit(extra_tools=[add]) as tk:
+        (result,) = tk.execute_many([call])  # type: ignore[list-item]
+    assert result.content == "3"
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        ({"name": "add", "args": {"a": 1}}, "unknown key 'args'; did you mean 'arguments'?"),
+        ({"arguments": {}}, "needs a 'name'"),
+        ({"type": "function", "function": {"name": "add"}}, "parse_calls"),
+        (("add",), "(name, arguments) or (name, arguments, id)"),
+        ("add", "got str"),
+        (42, "got int"),
+    ],
+)
+def test_execute_many_refuses_other_shapes_naming_the_expected_ones(
+    call: object, needle: str
+) -> None:
+    with create_toolkit(extra_tools=[add]) as tk:
+        with pytest.raises(TypeError, match="ToolCall") as caught:
+            tk.execute_many([call])  # type: ignore[list-item]
+        assert needle in str(caught.value)
+        assert "calls[0]" in str(caught.value)
 
 
 def test_toolkit_middleware_applies() -> None:

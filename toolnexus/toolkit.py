@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
-from .approval import ApprovalPolicy, Approver, Verdict
-from .base import Result, Tool, ToolCall
+from .approval import ApprovalPolicy, Approver, Decision, Verdict
+from .base import Result, Tool
 from .errors import UsageError
-from .executor import Executor
+from .executor import CallLike, Executor, as_tool_calls
 from .middleware import Middleware
 from .registry import Registry
 
@@ -195,7 +195,9 @@ class Toolkit:
                     self._loop,
                 )
             )
-        gen = self._current()
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         if name in gen.hidden:
             return Result.error(
                 f"tool {name!r} is denied by the toolkit's permissions; choose another tool",
@@ -219,6 +221,16 @@ class Toolkit:
                 self._calls.discard(task)
             gen.leave()
 
+    def _closed_result(self, name: str, call_id: str | None) -> Result:
+        """A call made once the toolkit is closing or closed: an answer, not an exception,
+        since another thread (a shutdown handler) may close it under a running agent loop."""
+        return Result.error(
+            f"tool {name!r} was not run: the toolkit is {self._state.value}, so no tool can "
+            "run any more",
+            error_type="ToolkitClosed",
+            call_id=call_id,
+        )
+
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
         refuse_after_fork(self._fork, coro)  # whichever thread runs the loop stayed behind
@@ -236,7 +248,8 @@ class Toolkit:
         approver: Approver | None = None,
     ) -> Result:
         """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
-        self._current()
+        if self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         try:
             return self._run(
                 self.aexecute(
@@ -246,15 +259,25 @@ class Toolkit:
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
             return _closed_during_call(name)
 
-    async def aexecute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+    async def aexecute_many(self, calls: Iterable[CallLike]) -> list[Result]:
         """Run a batch of calls: adjacent read-only/concurrent ones together, the rest in order;
-        results in call order."""
+        results in call order; never raises for a call (each failure is its error result).
+
+        Args:
+            calls: `ToolCall`s (what adapters' `parse_calls` return), mappings with `name`,
+                `arguments` and `id`, or tuples `(name, arguments)` / `(name, arguments, id)`.
+
+        Raises:
+            TypeError: a call of another shape (nothing runs then).
+        """
+        batch = as_tool_calls(calls)
         if asyncio.get_running_loop() is not self._loop:
             return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(self.aexecute_many(list(calls)), self._loop)
+                asyncio.run_coroutine_threadsafe(self.aexecute_many(batch), self._loop)
             )
-        batch = list(calls)
-        gen = self._current()
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         hidden = [c for c in batch if c.name in gen.hidden]
         if hidden:
             # Route hidden names through aexecute one by one so they get the same refusal.
@@ -278,10 +301,11 @@ class Toolkit:
                 self._calls.discard(task)
             gen.leave()
 
-    def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
-        """Synchronous `aexecute_many`."""
-        batch = list(calls)
-        self._current()
+    def execute_many(self, calls: Iterable[CallLike]) -> list[Result]:
+        """Synchronous `aexecute_many` (the same shapes of calls)."""
+        batch = as_tool_calls(calls)
+        if self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         try:
             return self._run(self.aexecute_many(batch))
         except (asyncio.CancelledError, LoopEnded):
@@ -289,11 +313,12 @@ class Toolkit:
 
     def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
         """The approval decision a call would get (allow / ask / deny and the rule), without
-        running it. Unknown tools and invalid arguments come back as deny with the reason."""
-        gen = self._current()
+        running it. Unknown tools, invalid arguments and a closed toolkit come back as deny
+        with the reason."""
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return Verdict(decision=Decision.DENY, reason=f"the toolkit is {self._state.value}")
         if name in gen.hidden:
-            from .approval import Decision
-
             return Verdict(decision=Decision.DENY, reason="denied by the toolkit's permissions")
         return gen.executor.check(name, arguments)
 
