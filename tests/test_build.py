@@ -20,6 +20,7 @@ from toolnexus import (
     ManifestImportError,
     ManifestSchemaError,
     ToolContext,
+    UsageError,
     acreate_toolkit,
     create_toolkit,
     tool,
@@ -530,3 +531,45 @@ def test_a_manifest_python_tool_can_run_inline(tmp_path: Path) -> None:
     with create_toolkit(manifest) as tk:
         assert tk.execute("inline_where").content == "toolnexus-loop"
         assert tk.execute("threaded_where").content != "toolnexus-loop"
+
+
+@pytest.mark.parametrize(
+    ("builtins", "names"),
+    [
+        (False, []),
+        (None, []),
+        ("read", ["read"]),
+        (["read", "grep"], ["grep", "read"]),
+        (("todo",), ["todo"]),
+        ({"read": {"max_lines": 5}, "todo": None}, ["read", "todo"]),
+    ],
+    ids=["false", "none", "name", "list", "tuple", "mapping"],
+)
+def test_builtins_takes_every_documented_shape(builtins: Any, names: list[str]) -> None:
+    with create_toolkit(builtins=builtins) as tk:
+        assert tk.names() == names
+
+
+@pytest.mark.parametrize("builtins", [True, "all"])
+def test_builtins_true_and_all_give_every_builtin(builtins: Any) -> None:
+    with create_toolkit(builtins=builtins) as tk:
+        assert {"read", "write", "edit", "grep", "shell", "todo"} <= set(tk.names())
+
+
+@pytest.mark.parametrize(
+    ("builtins", "got"),
+    [
+        (3, "got int 3"),
+        (b"read", "got bytes"),
+        (["read", 3], "builtins[1] is int 3"),
+        ({"read": "fast"}, "builtins['read'] is str 'fast'"),
+        ({3: {}}, "builtins key 3"),
+    ],
+)
+def test_builtins_of_another_shape_is_refused_naming_the_shapes(builtins: Any, got: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        create_toolkit(builtins=builtins)
+    message = str(caught.value)
+    assert message.startswith("builtins=")
+    assert got in message
+    assert "a list of names" in message and "False or None" in message

@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
-__all__ = ["build_generation", "check_manifest", "load_toolset", "server_tools"]
+__all__ = [
+    "Builtins",
+    "build_generation",
+    "builtin_options",
+    "check_manifest",
+    "load_toolset",
+    "server_tools",
+]
 
 PROTECTED = (".git/hooks", ".git/config")
 """Paths that stay read-only inside writable sandbox roots (plus the manifest files)."""
@@ -100,17 +107,17 @@ async def build_generation(
         files: list[Path] = list(manifest.files) if manifest is not None else []
         protected = (*PROTECTED, *(str(f) for f in files))
 
-        builtin_options = _builtin_options(options.builtins)
+        wanted = dict(options.builtins)
         if manifest is not None:
-            builtin_options = {**manifest.builtins, **builtin_options}
+            wanted = {**manifest.builtins, **wanted}
             for decl in manifest.tools:
                 built = _build_tool(decl, workspace, protected, shared, issues)
                 tools += built
                 for t in built:
                     files += [Path(p) for p in t.meta.get("files", ())]
-        if builtin_options:
+        if wanted:
             try:
-                tools += _builtin_tools(builtin_options, manifest, workspace, protected, issues)
+                tools += _builtin_tools(wanted, manifest, workspace, protected, issues)
             except ConfigError as exc:
                 if manifest is None:
                     raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
@@ -469,15 +476,52 @@ async def _close_unadopted(carry: dict[str, Any]) -> None:
 # -- builtins and packaged tool sets ------------------------------------------------------------
 
 
-def _builtin_options(spec: Any) -> dict[str, Mapping[str, Any]]:
-    """`"all"`, a list of names, or a mapping name -> options, as a mapping."""
-    if spec is None:
+Builtins = bool | str | Sequence[str] | Mapping[str, Mapping[str, Any] | None] | None
+"""What `create_toolkit(builtins=...)` takes: True or `"all"` (every builtin), one name, a list
+of names, a mapping name -> options (None for none), or False / None (no builtins)."""
+
+_BUILTINS_SHAPES = (
+    "True or 'all' (every builtin), a name ('read'), a list of names (['read', 'grep']), a "
+    "mapping name -> options ({'read': {'max_lines': 500}}), or False or None (none)"
+)
+
+
+def builtin_options(spec: object) -> dict[str, Mapping[str, Any]]:
+    """`builtins=` as a mapping name -> options (`"*"` for every builtin).
+
+    Raises:
+        UsageError: any other shape, naming the parameter, the bad part and the shapes taken.
+    """
+    if spec is None or spec is False:
         return {}
-    if spec == "all" or spec is True:
+    if spec is True or spec == "all":
         return {"*": {}}
+    if isinstance(spec, str):
+        return {spec: {}}
     if isinstance(spec, Mapping):
-        return {str(k): dict(v or {}) for k, v in spec.items()}
-    return {str(name): {} for name in spec}
+        out: dict[str, Mapping[str, Any]] = {}
+        for name, options in spec.items():
+            if not isinstance(name, str):
+                raise _bad_builtins(f"builtins key {name!r} is {type(name).__name__}, not a name")
+            if options is not None and not isinstance(options, Mapping):
+                raise _bad_builtins(f"builtins[{name!r}] is {_kind(options)}, not a mapping")
+            out[name] = dict(options or {})
+        return out
+    if isinstance(spec, list | tuple | set | frozenset):
+        for index, name in enumerate(spec):
+            if not isinstance(name, str):
+                raise _bad_builtins(f"builtins[{index}] is {_kind(name)}, not a name")
+        return {name: {} for name in spec}
+    raise _bad_builtins(f"got {_kind(spec)}")
+
+
+def _kind(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _bad_builtins(problem: str) -> UsageError:
+    return UsageError(f"builtins= takes {_BUILTINS_SHAPES}; {problem}")
 
 
 _COMMON_KEYS = ("approval", "sandbox", "middleware", "timeout")

@@ -25,6 +25,7 @@ from .middleware import Middleware
 from .registry import Registry
 
 if TYPE_CHECKING:
+    from .build import Builtins
     from .reload import ReloadEvent, Watcher
 
 T = TypeVar("T")
@@ -441,7 +442,8 @@ class ToolkitOptions:
     middleware: tuple[Middleware, ...] = ()
     approver: Approver | None = None
     permissions: ApprovalPolicy | None = None
-    builtins: Any = None
+    builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Builtin name (`"*"` for all) -> its options, from `builtins=` (see `builtin_options`)."""
     workspace: Path | None = None
     env: Mapping[str, str] | None = None
 
@@ -453,7 +455,7 @@ async def acreate_toolkit(
     middleware: Sequence[Middleware] = (),
     approver: Approver | None = None,
     permissions: ApprovalPolicy | None = None,
-    builtins: Any = None,
+    builtins: Builtins = None,
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
@@ -483,7 +485,7 @@ def create_toolkit(
     middleware: Sequence[Middleware] = (),
     approver: Approver | None = None,
     permissions: ApprovalPolicy | None = None,
-    builtins: Any = None,
+    builtins: Builtins = None,
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
@@ -498,7 +500,9 @@ def create_toolkit(
         approver: decides calls that a rule marks `ask`; without one they are refused.
         permissions: toolkit-wide approval policy (e.g. `compile_permissions(...)`), in
             addition to the manifest's `permissions:`.
-        builtins: builtin tools to add: a list of names, `"all"`, or a mapping name -> options.
+        builtins: builtin tools to add: True or `"all"` (every one), a name (`"read"`), a list
+            of names, or a mapping name -> options (`{"read": {"max_lines": 500}}`); False
+            or None for none.
         workspace: root for file tools and sandboxes (default: the manifest's folder, else the
             current directory).
         env: the environment used for `${VAR}` interpolation (default: `os.environ`).
@@ -507,6 +511,7 @@ def create_toolkit(
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
         SourceError: an MCP server marked `required` did not start.
+        UsageError: `builtins` (or a Python tool's schema) is not of a shape described here.
     """
     options = _options(
         source=source,
@@ -533,17 +538,19 @@ def _options(
     middleware: Sequence[Middleware],
     approver: Approver | None,
     permissions: ApprovalPolicy | None,
-    builtins: Any,
+    builtins: Builtins,
     workspace: str | Path | None,
     env: Mapping[str, str] | None,
 ) -> ToolkitOptions:
+    from .build import builtin_options
+
     return ToolkitOptions(
         source=source,
         extra_tools=tuple(extra_tools),
         middleware=tuple(middleware),
         approver=approver,
         permissions=permissions,
-        builtins=builtins,
+        builtins=builtin_options(builtins),
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
     )
