@@ -19,6 +19,8 @@ from toolnexus import (
     ManifestError,
     ManifestImportError,
     ManifestSchemaError,
+    Result,
+    Tool,
     ToolContext,
     UsageError,
     acreate_toolkit,
@@ -573,3 +575,50 @@ def test_builtins_of_another_shape_is_refused_naming_the_shapes(builtins: Any, g
     assert message.startswith("builtins=")
     assert got in message
     assert "a list of names" in message and "False or None" in message
+
+
+async def _echo_handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+    return Result(content="ran")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "needle"),
+    [
+        (
+            {"type": "object", "properties": {"path": {"type": "strin"}}},
+            "$.properties.path.type: unknown type 'strin'",
+        ),
+        ({"type": "array"}, "must be an object schema"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}, "points to nothing"),
+    ],
+    ids=["typo", "not-object", "dangling-ref"],
+)
+def test_extra_tools_schemas_are_checked_at_build(parameters: dict[str, Any], needle: str) -> None:
+    bad = Tool(name="bad", handler=_echo_handler, parameters=parameters)
+    with pytest.raises(UsageError) as caught:
+        create_toolkit(extra_tools=[bad])
+    message = str(caught.value)
+    assert message.startswith("extra_tools[0]: tool 'bad': parameters: ")
+    assert needle in message
+
+
+def test_a_hand_made_tool_in_a_python_module_has_its_schema_checked(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "handmade.py",
+        """
+        from toolnexus import Result, Tool
+
+        async def _run(arguments, ctx):
+            return Result(content="ran")
+
+        TOOLS = [Tool(name="bad", handler=_run,
+                      parameters={"type": "object", "properties": {"n": {"type": "integr"}}})]
+        """,
+    )
+    manifest = write(tmp_path, "tools.yaml", "version: 1\ntools:\n  - python: handmade:TOOLS\n")
+    with pytest.raises(ManifestError) as caught:
+        create_toolkit(manifest)
+    message = str(caught.value)
+    assert "tools.yaml:3:" in message
+    assert "tool 'bad': parameters: " in message and "unknown type 'integr'" in message

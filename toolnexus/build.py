@@ -101,7 +101,7 @@ async def build_generation(
         roots = manifest.roots if manifest is not None else ()
         shared = _Shared(stack=stack)
         issues = Issues()
-        tools: list[Tool] = list(options.extra_tools)
+        tools: list[Tool] = _checked_extra_tools(options.extra_tools)
         servers: dict[Any, McpServer] = {}
         server_decls: dict[Any, ServerDecl] = {}
         files: list[Path] = list(manifest.files) if manifest is not None else []
@@ -181,6 +181,30 @@ async def build_generation(
             await server.aclose()
         await stack.aclose()
         raise
+
+
+def _checked_extra_tools(extra: Sequence[Tool]) -> list[Tool]:
+    """`extra_tools`, each checked as a manifest's tools are: a schema typo is the program's
+    mistake, reported now rather than as a crash of every call.
+
+    Raises:
+        UsageError: not a Tool, or a tool whose parameters are not a valid object schema.
+    """
+    from .function import check_parameters
+
+    for index, t in enumerate(extra):
+        if not isinstance(t, Tool):
+            raise UsageError(
+                f"extra_tools[{index}] is {type(t).__name__}, not a Tool; make one with "
+                "toolnexus.tool(fn) or @tool"
+            )
+        try:
+            check_parameters(t.parameters)
+        except ConfigError as exc:
+            raise UsageError(
+                f"extra_tools[{index}]: tool {t.name!r}: parameters: {exc.message}"
+            ) from exc
+    return list(extra)
 
 
 def check_manifest(source: str | Path) -> tuple[int, int]:

@@ -27,7 +27,13 @@ from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
 
-__all__ = ["is_async_callable", "is_tool_factory", "tool", "tool_factory"]
+__all__ = [
+    "check_parameters",
+    "is_async_callable",
+    "is_tool_factory",
+    "tool",
+    "tool_factory",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -198,13 +204,7 @@ def _build(
     explicit: dict[str, Any] | None = None
     if parameters is not None:
         explicit = copy.deepcopy(dict(parameters))
-        if explicit.get("type") != "object":
-            raise ConfigError(
-                'a tool\'s parameters must be an object schema ({"type": "object", '
-                f'"properties": {{...}}}}), got type {explicit.get("type")!r}',
-                field="parameters",
-            )
-        check_schema(explicit, field="parameters")
+        check_parameters(explicit)
     fs = schema_from_function(fn, parameters=explicit)
     return Tool(
         name=tool_name,
@@ -221,6 +221,25 @@ def _build(
         origin=_origin(fn),
         meta={"function": fn},
     )
+
+
+def check_parameters(parameters: object) -> None:
+    """Check a tool's arguments schema: an object schema, valid Draft 2020-12, every local
+    `$ref` resolving. Done at build, so that a typo (`"type": "strin"`) is reported there
+    instead of failing every call as a crash blamed on the tool.
+
+    Raises:
+        ConfigError: (field `parameters`) what is wrong, with the JSON path of the bad part.
+    """
+    kind = parameters.get("type") if isinstance(parameters, Mapping) else None
+    if kind != "object":
+        got = f"type {kind!r}" if isinstance(parameters, Mapping) else type(parameters).__name__
+        raise ConfigError(
+            'a tool\'s parameters must be an object schema ({"type": "object", '
+            f'"properties": {{...}}}}), got {got}',
+            field="parameters",
+        )
+    check_schema(parameters, field="parameters")
 
 
 def _default_name(fn: Callable[..., Any]) -> str:
