@@ -249,3 +249,27 @@ async def test_closing_an_async_toolkit_answers_calls_in_flight() -> None:
     result = await asyncio.wait_for(call, 5)
     assert result.is_error
     assert "closed while 'hang'" in result.content
+
+
+def test_closing_under_a_running_sync_function_says_it_runs_on() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Block until released."""
+        started.set()
+        release.wait(30)
+        return "late"
+
+    tk = create_toolkit(extra_tools=[stuck])
+    box: list[Result] = []
+    caller = threading.Thread(target=lambda: box.append(tk.execute("stuck")))
+    caller.start()
+    assert started.wait(5)
+    tk.close()
+    caller.join(5)
+    release.set()
+    assert "closed while 'stuck' was running" in box[0].content
+    assert "keeps running in its worker thread until it returns" in box[0].content
+    assert box[0].metadata["still_running"] is True

@@ -216,7 +216,7 @@ class Toolkit:
             if task is None or self._state is ToolkitState.OPEN:
                 raise
             task.uncancel()  # cancelled by `aclose`, not by the caller: answer, don't raise
-            return _closed_during_call(name)
+            return _closed_during_call(name, gen.registry.get(name))
         finally:
             if task is not None:
                 self._calls.discard(task)
@@ -296,7 +296,7 @@ class Toolkit:
             if task is None or self._state is ToolkitState.OPEN:
                 raise
             task.uncancel()
-            return [_closed_during_call(c.name) for c in batch]
+            return [_closed_during_call(c.name, gen.registry.get(c.name)) for c in batch]
         finally:
             if task is not None:
                 self._calls.discard(task)
@@ -412,7 +412,15 @@ class Toolkit:
         return f"<Toolkit {len(gen.registry)} tools, generation {gen.number}>"
 
 
-def _closed_during_call(name: str) -> Result:
+def _closed_during_call(name: str, tool: Tool | None = None) -> Result:
+    if tool is not None and tool.meta.get("worker_thread"):
+        from .middleware import STILL_RUNNING
+
+        return Result.error(
+            f"the toolkit was closed while {name!r} was running. {STILL_RUNNING}",
+            error_type="Cancelled",
+            still_running=True,
+        )
     return Result.error(
         f"the toolkit was closed while {name!r} was running; the call was stopped",
         error_type="Cancelled",

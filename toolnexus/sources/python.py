@@ -553,7 +553,8 @@ def _isolate(t: Tool, ref: str, ctx: BuildContext) -> Tool:
         )
         return _worker_result(done, marker, name)
 
-    return dataclasses.replace(t, handler=handler, meta={**t.meta, "isolate": "process"})
+    meta = {k: v for k, v in t.meta.items() if k != "worker_thread"}  # a process is killed
+    return dataclasses.replace(t, handler=handler, meta={**meta, "isolate": "process"})
 
 
 def _worker_result(done: Any, marker: str, name: str) -> Result:
