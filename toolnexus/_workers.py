@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["run_in_worker"]
 
-IDLE_SECONDS = 2.0
+IDLE_SECONDS = 0.5
 """How long a thread with nothing to do waits for another call before it ends."""
 
 class _Pool:
@@ -59,6 +59,21 @@ async def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) ->
     except asyncio.CancelledError:
         job.abandoned = True  # not started yet: it never will
         raise
+    except _Raised as raised:
+        raise raised.error from None
+
+
+class _Raised(Exception):
+    """Carries a BaseException that is not an Exception out of a future.
+
+    The awaiting task has a future's exception thrown into its coroutine, and a GeneratorExit
+    thrown in closes every frame on the way instead of reaching the executor's handler.
+    Raised again from the frame that awaited the future, it travels like any exception.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 class _Job:
@@ -106,8 +121,10 @@ class _Job:
             error = RuntimeError(f"the function raised {type(value).__name__}")
             error.__cause__ = value
             self.future.set_exception(error)
-        else:
+        elif isinstance(value, Exception):
             self.future.set_exception(value)
+        else:
+            self.future.set_exception(_Raised(value))
 
 
 def _submit(job: _Job) -> None:
