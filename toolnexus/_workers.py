@@ -104,7 +104,6 @@ class _Job:
             outcome: tuple[bool, Any] = (False, exc)
         else:
             outcome = (True, value)
-        self.fn = self.args = self.kwargs = None  # type: ignore[assignment] - free them now
         # The loop has closed (its toolkit closed while this ran): nobody waits for the result.
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self._settle, outcome)
