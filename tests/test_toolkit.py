@@ -273,3 +273,43 @@ def test_closing_under_a_running_sync_function_says_it_runs_on() -> None:
     assert "closed while 'stuck' was running" in box[0].content
     assert "keeps running in its worker thread until it returns" in box[0].content
     assert box[0].metadata["still_running"] is True
+
+
+def test_async_calls_from_another_loop_on_a_closed_sync_toolkit_are_error_results() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    tk.close()
+
+    async def agent() -> tuple[Result, list[Result]]:
+        one = await tk.aexecute("add", {"a": 1, "b": 2})
+        many = await tk.aexecute_many([ToolCall(name="add", arguments={"a": 1, "b": 2})])
+        return one, many
+
+    one, many = asyncio.run(agent())
+    assert one.metadata["error_type"] == "ToolkitClosed"
+    assert [r.metadata["error_type"] for r in many] == ["ToolkitClosed"]
+
+
+def test_closing_a_sync_toolkit_under_an_async_caller_on_another_loop_answers_it() -> None:
+    started = threading.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait for ever."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    tk = create_toolkit(extra_tools=[hold])
+
+    async def agent() -> Result:
+        return await tk.aexecute("hold")
+
+    box: list[Result] = []
+    caller = threading.Thread(target=lambda: box.append(asyncio.run(agent())))
+    caller.start()
+    assert started.wait(5)
+    tk.close()
+    caller.join(5)
+    assert not caller.is_alive()
+    assert box and box[0].is_error
+    assert "closed while 'hold' was running" in box[0].content

@@ -187,15 +187,18 @@ class Toolkit:
         approver: Approver | None = None,
     ) -> Result:
         """Run one call; never raises (failures are error results the model can read)."""
+        if self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         if asyncio.get_running_loop() is not self._loop:
-            return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(
-                    self.aexecute(
-                        name, arguments, call_id=call_id, middleware=middleware, approver=approver
-                    ),
-                    self._loop,
-                )
+            coro = self.aexecute(
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver
             )
+            try:
+                handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            except RuntimeError:  # the loop closed since the check above
+                coro.close()
+                return self._closed_result(name, call_id)
+            return await asyncio.wrap_future(handed)
         gen = self._generation
         if gen is None or self._state is not ToolkitState.OPEN:
             return self._closed_result(name, call_id)
@@ -272,10 +275,16 @@ class Toolkit:
             TypeError: a call of another shape (nothing runs then).
         """
         batch = as_tool_calls(calls)
+        if self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         if asyncio.get_running_loop() is not self._loop:
-            return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(self.aexecute_many(batch), self._loop)
-            )
+            coro = self.aexecute_many(batch)
+            try:
+                handed_many = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            except RuntimeError:  # the loop closed since the check above
+                coro.close()
+                return [self._closed_result(c.name, c.id) for c in batch]
+            return await asyncio.wrap_future(handed_many)
         gen = self._generation
         if gen is None or self._state is not ToolkitState.OPEN:
             return [self._closed_result(c.name, c.id) for c in batch]
