@@ -141,6 +141,20 @@ def test_a_module_that_hangs_on_import_is_given_up_and_calls_go_on(
     assert toolkit.execute("one").content == "one:v3"
 
 
+def test_a_module_that_hangs_on_import_at_creation_is_a_located_error(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(toolnexus.build, "BUILD_TIMEOUT", 1.0)
+    (folder / "mod.py").write_text(HANGING + _module("v1"))
+    try:
+        with pytest.raises(ManifestError) as caught:
+            create_toolkit(folder / "tools.yaml")
+        assert type(caught.value).__name__ == "ManifestImportError"
+        assert "tools.yaml:3:" in str(caught.value) and "hangs on import" in str(caught.value)
+    finally:
+        (folder / "release").touch()
+
+
 def _versions(i: int) -> tuple[str, str | None]:
     """The manifest and module of edit `i`: every third one is broken."""
     if i % 3 == 1:
