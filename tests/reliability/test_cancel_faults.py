@@ -194,7 +194,7 @@ async def test_the_caller_cancelling_mid_call_gets_its_cancellation_and_the_tool
 async def test_soak_cancel_mcp_and_shell_calls_over_and_over(
     toolkit: Toolkit, tmp_path: Path
 ) -> None:
-    for _ in range(100):
+    for _ in range(500):
         for name in ("shell", "mcp_wait"):
             for marker in ("shell-started", "mcp-started"):
                 (tmp_path / marker).unlink(missing_ok=True)

@@ -199,7 +199,7 @@ def test_faults_side_by_side_do_not_hold_up_a_good_call(toolkit: Toolkit) -> Non
 
 @pytest.mark.skipif(not SOAK, reason="soak variant: set TOOLNEXUS_SOAK=1")
 def test_soak_faulty_endpoints_for_a_while(toolkit: Toolkit) -> None:
-    for _ in range(100):
+    for _ in range(500):
         for name in ("drop", "garbage", "loop", "endless", "absent"):
             assert toolkit.execute(name).content
         _serves(toolkit)

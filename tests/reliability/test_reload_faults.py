@@ -217,4 +217,4 @@ def test_edits_while_eight_threads_call_never_give_a_wrong_result(folder: Path) 
 
 @pytest.mark.skipif(not SOAK, reason="soak variant: set TOOLNEXUS_SOAK=1")
 def test_soak_edits_while_eight_threads_call(folder: Path) -> None:
-    _edit_while_eight_threads_call(folder, 600)
+    _edit_while_eight_threads_call(folder, 2000)
