@@ -163,7 +163,8 @@ def _versions(i: int) -> tuple[str, str | None]:
     return _manifest(*names), _module(f"v{i}")
 
 
-def _edit_while_eight_threads_call(folder: Path, edits: int) -> None:
+def _edit_while_eight_threads_call(folder: Path, edits: int) -> int:
+    """Returns how many calls the threads made."""
     failures: list[str] = []
     stop = threading.Event()
     calls = [0]
@@ -209,6 +210,7 @@ def _edit_while_eight_threads_call(folder: Path, edits: int) -> None:
     finally:
         stop.set()
         tk.close()
+    return calls[0]
 
 
 def test_edits_while_eight_threads_call_never_give_a_wrong_result(folder: Path) -> None:
