@@ -551,17 +551,22 @@ def _isolate(t: Tool, ref: str, ctx: BuildContext) -> Tool:
             sandbox=sandbox,
             workspace=ctx.workspace,
         )
-        return _worker_result(done, marker, name)
+        return _worker_result(done, marker, name, timeout)
 
     meta = {k: v for k, v in t.meta.items() if k != "worker_thread"}  # a process is killed
     return dataclasses.replace(t, handler=handler, meta={**meta, "isolate": "process"})
 
 
-def _worker_result(done: Any, marker: str, name: str) -> Result:
+def _worker_result(done: Any, marker: str, name: str, timeout: float | None) -> Result:
     from ..errors import ToolTimeout
+    from ..middleware import _seconds  # the timeout middleware's wording of a duration
 
     if done.timed_out:
-        raise ToolTimeout(f"tool {name!r} ran past its timeout in its isolated process")
+        limit = "" if timeout is None else f" ({_seconds(timeout)})"
+        raise ToolTimeout(
+            f"tool {name!r} ran past its timeout{limit} in its isolated process, which was "
+            "killed; try a smaller request or a narrower input"
+        )
     _, found, payload = done.stdout.rpartition(marker)
     if not found:
         detail = (done.stderr or done.stdout).strip()[-2000:]
