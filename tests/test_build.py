@@ -19,7 +19,10 @@ from toolnexus import (
     ManifestError,
     ManifestImportError,
     ManifestSchemaError,
+    Result,
+    Tool,
     ToolContext,
+    UsageError,
     acreate_toolkit,
     create_toolkit,
     tool,
@@ -530,3 +533,92 @@ def test_a_manifest_python_tool_can_run_inline(tmp_path: Path) -> None:
     with create_toolkit(manifest) as tk:
         assert tk.execute("inline_where").content == "toolnexus-loop"
         assert tk.execute("threaded_where").content != "toolnexus-loop"
+
+
+@pytest.mark.parametrize(
+    ("builtins", "names"),
+    [
+        (False, []),
+        (None, []),
+        ("read", ["read"]),
+        (["read", "grep"], ["grep", "read"]),
+        (("todo",), ["todo"]),
+        ({"read": {"max_lines": 5}, "todo": None}, ["read", "todo"]),
+    ],
+    ids=["false", "none", "name", "list", "tuple", "mapping"],
+)
+def test_builtins_takes_every_documented_shape(builtins: Any, names: list[str]) -> None:
+    with create_toolkit(builtins=builtins) as tk:
+        assert tk.names() == names
+
+
+@pytest.mark.parametrize("builtins", [True, "all"])
+def test_builtins_true_and_all_give_every_builtin(builtins: Any) -> None:
+    with create_toolkit(builtins=builtins) as tk:
+        assert {"read", "write", "edit", "grep", "shell", "todo"} <= set(tk.names())
+
+
+@pytest.mark.parametrize(
+    ("builtins", "got"),
+    [
+        (3, "got int 3"),
+        (b"read", "got bytes"),
+        (["read", 3], "builtins[1] is int 3"),
+        ({"read": "fast"}, "builtins['read'] is str 'fast'"),
+        ({3: {}}, "builtins key 3"),
+    ],
+)
+def test_builtins_of_another_shape_is_refused_naming_the_shapes(builtins: Any, got: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        create_toolkit(builtins=builtins)
+    message = str(caught.value)
+    assert message.startswith("builtins=")
+    assert got in message
+    assert "a list of names" in message and "False or None" in message
+
+
+async def _echo_handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+    return Result(content="ran")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "needle"),
+    [
+        (
+            {"type": "object", "properties": {"path": {"type": "strin"}}},
+            "$.properties.path.type: unknown type 'strin'",
+        ),
+        ({"type": "array"}, "must be an object schema"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}, "points to nothing"),
+    ],
+    ids=["typo", "not-object", "dangling-ref"],
+)
+def test_extra_tools_schemas_are_checked_at_build(parameters: dict[str, Any], needle: str) -> None:
+    bad = Tool(name="bad", handler=_echo_handler, parameters=parameters)
+    with pytest.raises(UsageError) as caught:
+        create_toolkit(extra_tools=[bad])
+    message = str(caught.value)
+    assert message.startswith("extra_tools[0]: tool 'bad': parameters: ")
+    assert needle in message
+
+
+def test_a_hand_made_tool_in_a_python_module_has_its_schema_checked(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "handmade.py",
+        """
+        from toolnexus import Result, Tool
+
+        async def _run(arguments, ctx):
+            return Result(content="ran")
+
+        TOOLS = [Tool(name="bad", handler=_run,
+                      parameters={"type": "object", "properties": {"n": {"type": "integr"}}})]
+        """,
+    )
+    manifest = write(tmp_path, "tools.yaml", "version: 1\ntools:\n  - python: handmade:TOOLS\n")
+    with pytest.raises(ManifestError) as caught:
+        create_toolkit(manifest)
+    message = str(caught.value)
+    assert "tools.yaml:3:" in message
+    assert "tool 'bad': parameters: " in message and "unknown type 'integr'" in message

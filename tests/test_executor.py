@@ -67,6 +67,28 @@ async def exit_process() -> str:
 
 
 @tool
+async def generator_exit() -> str:
+    """Raise GeneratorExit, as code closing a generator by hand may."""
+    raise GeneratorExit
+
+
+class Unusual(BaseException):
+    """A BaseException that is neither cancellation nor one of Python's own."""
+
+
+@tool
+async def unusual() -> str:
+    """Raise a custom BaseException subclass."""
+    raise Unusual("odd")
+
+
+@tool
+def sync_exit() -> str:
+    """Call sys.exit from a sync function (argparse does this on bad options)."""
+    raise SystemExit(2)
+
+
+@tool
 async def sleepy(seconds: float) -> str:
     """Sleep."""
     await asyncio.sleep(seconds)
@@ -147,6 +169,55 @@ async def test_base_exceptions_from_a_tool_become_results(name: str) -> None:
     result = await make(interrupt, exit_process).execute(name, {})
     assert result.is_error
     assert result.metadata["error_type"] in ("KeyboardInterrupt", "SystemExit")
+
+
+@pytest.mark.parametrize(
+    ("name", "error_type"),
+    [
+        ("generator_exit", "GeneratorExit"),
+        ("unusual", "Unusual"),
+        ("sync_exit", "SystemExit"),
+    ],
+)
+async def test_every_base_exception_a_tool_raises_is_a_result(name: str, error_type: str) -> None:
+    seen: list[Result] = []
+
+    async def record(call: Call, nxt: Next) -> Result:
+        seen.append(await nxt(call))
+        return seen[-1]
+
+    ex = make(generator_exit, unusual, sync_exit, middleware=[record])
+    result = await ex.execute(name, {})
+    assert result.is_error
+    assert result.metadata["error_type"] == error_type
+    assert f"tool {name!r} failed: {error_type}" in result.content
+    assert seen == [result]  # middleware saw a result, not an exception
+
+
+class _Suspend:
+    def __await__(self) -> Any:
+        yield "suspended"
+
+
+@tool
+async def suspends() -> str:
+    """Suspend once, on an awaitable that needs no event loop."""
+    await _Suspend()
+    return "resumed"
+
+
+def test_closing_a_suspended_call_closes_it() -> None:
+    # GeneratorExit thrown in by `coroutine.close()` (a pending task destroyed, an abandoned
+    # coroutine collected) also becomes a result at the tool, yet close() must still close:
+    # a middleware that awaited again after its `next` would make close() raise.
+    async def then_suspend(call: Call, nxt: Next) -> Result:
+        result = await nxt(call)
+        await _Suspend()
+        return result
+
+    coro = make(suspends, middleware=[then_suspend]).execute("suspends", {})
+    assert coro.send(None) == "suspended"
+    coro.close()
 
 
 async def test_caller_cancellation_propagates() -> None:

@@ -169,6 +169,49 @@ async def test_sync_function_runs_in_a_worker_thread(tmp_path: Path) -> None:
     assert result.content == "1 off-loop=True"
 
 
+def test_a_timed_out_sync_function_is_said_to_run_on_and_its_result_dropped() -> None:
+    from toolnexus import create_toolkit
+    from toolnexus.middleware import timeout
+
+    release = threading.Event()
+    finished = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Block until released."""
+        release.wait(30)
+        finished.set()
+        return "late"
+
+    with create_toolkit(extra_tools=[stuck], middleware=[timeout(0.2)]) as tk:
+        result = tk.execute("stuck")
+        assert result.is_error and result.metadata["error_type"] == "ToolTimeout"
+        assert "was stopped" not in result.content
+        assert "keeps running in its worker thread until it returns" in result.content
+        assert "its result will be dropped" in result.content
+        assert "isolate: process" in result.content
+        assert result.metadata["still_running"] is True
+        assert not finished.is_set()
+        release.set()
+        assert finished.wait(5)
+
+
+def test_a_timed_out_async_function_is_stopped() -> None:
+    from toolnexus import create_toolkit
+    from toolnexus.middleware import timeout
+
+    @tool
+    async def slow() -> str:
+        """Sleep for long."""
+        await asyncio.sleep(30)
+        return "late"
+
+    with create_toolkit(extra_tools=[slow], middleware=[timeout(0.1)]) as tk:
+        result = tk.execute("slow")
+    assert "timed out after 100ms and was stopped" in result.content
+    assert "still_running" not in result.metadata
+
+
 @pytest.mark.anyio
 async def test_an_inline_sync_function_runs_on_the_loop(tmp_path: Path) -> None:
     loop_thread = threading.get_ident()

@@ -108,7 +108,69 @@ def test_close_twice_and_use_after_close() -> None:
     tk.close()
     assert tk.closed
     with pytest.raises(UsageError, match="closed"):
-        tk.execute("add", {"a": 1, "b": 2})
+        tk.tools()  # listing a closed toolkit is the program's mistake
+
+
+def test_calls_on_a_closed_toolkit_are_error_results() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    tk.close()
+    result = tk.execute("add", {"a": 1, "b": 2})
+    assert result.is_error
+    assert result.metadata["error_type"] == "ToolkitClosed"
+    assert "'add' was not run: the toolkit is closed" in result.content
+    batch = tk.execute_many([ToolCall(name="add", arguments={"a": 1, "b": 2}, id="c1")])
+    assert [r.metadata["error_type"] for r in batch] == ["ToolkitClosed"]
+    assert batch[0].metadata["call_id"] == "c1"
+    verdict = tk.check("add", {"a": 1, "b": 2})
+    assert verdict.decision is Decision.DENY
+    assert "closed" in verdict.reason
+
+
+@pytest.mark.anyio
+async def test_async_calls_on_a_closed_toolkit_are_error_results() -> None:
+    tk = await acreate_toolkit(extra_tools=[add])
+    await tk.aclose()
+    result = await tk.aexecute("add", {"a": 1, "b": 2})
+    assert result.is_error and result.metadata["error_type"] == "ToolkitClosed"
+    batch = await tk.aexecute_many([ToolCall(name="add"), ToolCall(name="add")])
+    assert [r.is_error for r in batch] == [True, True]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "add", "arguments": {"a": 1, "b": 2}, "id": "c1"},
+        {"name": "add", "arguments": '{"a": 1, "b": 2}', "id": "c1"},
+        ("add", {"a": 1, "b": 2}),
+        ("add", '{"a": 1, "b": 2}', "c1"),
+    ],
+    ids=["dict", "dict-json", "pair", "triple"],
+)
+def test_execute_many_takes_dicts_and_tuples(call: object) -> None:
+    with create_toolkit(extra_tools=[add]) as tk:
+        (result,) = tk.execute_many([call])  # type: ignore[list-item]
+    assert result.content == "3"
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        ({"name": "add", "args": {"a": 1}}, "unknown key 'args'; did you mean 'arguments'?"),
+        ({"arguments": {}}, "needs a 'name'"),
+        ({"type": "function", "function": {"name": "add"}}, "parse_calls"),
+        (("add",), "(name, arguments) or (name, arguments, id)"),
+        ("add", "got str"),
+        (42, "got int"),
+    ],
+)
+def test_execute_many_refuses_other_shapes_naming_the_expected_ones(
+    call: object, needle: str
+) -> None:
+    with create_toolkit(extra_tools=[add]) as tk:
+        with pytest.raises(TypeError, match="ToolCall") as caught:
+            tk.execute_many([call])  # type: ignore[list-item]
+        assert needle in str(caught.value)
+        assert "calls[0]" in str(caught.value)
 
 
 def test_toolkit_middleware_applies() -> None:
@@ -187,3 +249,67 @@ async def test_closing_an_async_toolkit_answers_calls_in_flight() -> None:
     result = await asyncio.wait_for(call, 5)
     assert result.is_error
     assert "closed while 'hang'" in result.content
+
+
+def test_closing_under_a_running_sync_function_says_it_runs_on() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Block until released."""
+        started.set()
+        release.wait(30)
+        return "late"
+
+    tk = create_toolkit(extra_tools=[stuck])
+    box: list[Result] = []
+    caller = threading.Thread(target=lambda: box.append(tk.execute("stuck")))
+    caller.start()
+    assert started.wait(5)
+    tk.close()
+    caller.join(5)
+    release.set()
+    assert "closed while 'stuck' was running" in box[0].content
+    assert "keeps running in its worker thread until it returns" in box[0].content
+    assert box[0].metadata["still_running"] is True
+
+
+def test_async_calls_from_another_loop_on_a_closed_sync_toolkit_are_error_results() -> None:
+    tk = create_toolkit(extra_tools=[add])
+    tk.close()
+
+    async def agent() -> tuple[Result, list[Result]]:
+        one = await tk.aexecute("add", {"a": 1, "b": 2})
+        many = await tk.aexecute_many([ToolCall(name="add", arguments={"a": 1, "b": 2})])
+        return one, many
+
+    one, many = asyncio.run(agent())
+    assert one.metadata["error_type"] == "ToolkitClosed"
+    assert [r.metadata["error_type"] for r in many] == ["ToolkitClosed"]
+
+
+def test_closing_a_sync_toolkit_under_an_async_caller_on_another_loop_answers_it() -> None:
+    started = threading.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait for ever."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    tk = create_toolkit(extra_tools=[hold])
+
+    async def agent() -> Result:
+        return await tk.aexecute("hold")
+
+    box: list[Result] = []
+    caller = threading.Thread(target=lambda: box.append(asyncio.run(agent())))
+    caller.start()
+    assert started.wait(5)
+    tk.close()
+    caller.join(5)
+    assert not caller.is_alive()
+    assert box and box[0].is_error
+    assert "closed while 'hold' was running" in box[0].content

@@ -8,6 +8,7 @@ generation instead of restarted.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -28,6 +29,7 @@ from .approval import compile_rules
 from .base import Tool
 from .errors import (
     ConfigError,
+    ManifestError,
     ManifestIssue,
     UsageError,
     manifest_error,
@@ -43,7 +45,14 @@ if TYPE_CHECKING:
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
-__all__ = ["build_generation", "check_manifest", "load_toolset", "server_tools"]
+__all__ = [
+    "Builtins",
+    "build_generation",
+    "builtin_options",
+    "check_manifest",
+    "load_toolset",
+    "server_tools",
+]
 
 PROTECTED = (".git/hooks", ".git/config")
 """Paths that stay read-only inside writable sandbox roots (plus the manifest files)."""
@@ -85,39 +94,13 @@ async def build_generation(
     fresh: list[McpServer] = []
     adopted: set[Any] = set()
     try:
-        manifest = _load(options.source, options.env, fresh=previous is not None)
-        workspace = (
-            options.workspace
-            or (manifest.workspace if manifest is not None else None)
-            or Path.cwd()
-        ).resolve()
+        local = await _off_the_loop(options, previous, _Shared(stack=stack))
+        manifest, workspace, issues = local.manifest, local.workspace, local.issues
+        tools, files, protected = local.tools, local.files, local.protected
+        permissions = local.permissions
         roots = manifest.roots if manifest is not None else ()
-        shared = _Shared(stack=stack)
-        issues = Issues()
-        tools: list[Tool] = list(options.extra_tools)
         servers: dict[Any, McpServer] = {}
         server_decls: dict[Any, ServerDecl] = {}
-        files: list[Path] = list(manifest.files) if manifest is not None else []
-        protected = (*PROTECTED, *(str(f) for f in files))
-
-        builtin_options = _builtin_options(options.builtins)
-        if manifest is not None:
-            builtin_options = {**manifest.builtins, **builtin_options}
-            for decl in manifest.tools:
-                built = _build_tool(decl, workspace, protected, shared, issues)
-                tools += built
-                for t in built:
-                    files += [Path(p) for p in t.meta.get("files", ())]
-        if builtin_options:
-            try:
-                tools += _builtin_tools(builtin_options, manifest, workspace, protected, issues)
-            except ConfigError as exc:
-                if manifest is None:
-                    raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
-                field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
-                issues.items.append(_builtin_issue(exc.message, field, manifest))
-
-        permissions = manifest_permissions(manifest, options.permissions, issues)
         if manifest is not None and manifest.mcp_servers:
             server_tools = await _build_servers(
                 manifest.mcp_servers,
@@ -138,13 +121,9 @@ async def build_generation(
         registry = _registry(tools, manifest)
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
             permissions = AliasAware(permissions)
-        middleware = list(options.middleware)
-        if manifest is not None:
-            middleware += manifest_middleware(manifest.middleware, issues)
-            issues.raise_if_any()
         executor = Executor(
             registry,
-            middleware=middleware,
+            middleware=local.middleware,
             permissions=permissions,
             approver=options.approver,
             workspace=workspace,
@@ -174,6 +153,141 @@ async def build_generation(
             await server.aclose()
         await stack.aclose()
         raise
+
+
+BUILD_TIMEOUT = 60.0
+"""Seconds the synchronous part of a build (reading the manifest, importing tool modules,
+building tools) may take. It runs on a worker thread, so calls go on meanwhile; past this the
+build is given up, since a module that hangs on import would otherwise hold every later
+reload. The thread itself cannot be stopped: it runs on until the import returns."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Local:
+    """What a build makes without I/O on the event loop: everything but the MCP servers."""
+
+    manifest: Manifest | None
+    workspace: Path
+    issues: Issues
+    tools: list[Tool]
+    files: list[Path]
+    protected: tuple[str, ...]
+    permissions: Any
+    middleware: list[Any]
+    building: ToolDecl | None = None
+    """The manifest entry being built right now (named if the build hangs)."""
+
+
+async def _off_the_loop(
+    options: ToolkitOptions, previous: Generation | None, shared: _Shared
+) -> _Local:
+    """`_build_local` on a worker thread, bounded by `BUILD_TIMEOUT`.
+
+    Raises:
+        ManifestError: the build's own problems, or a build that did not finish in time
+            (located at the entry whose module was importing, when there is one).
+    """
+    from ._workers import run_in_worker
+
+    progress: list[_Local] = []
+    try:
+        return await asyncio.wait_for(
+            run_in_worker(_build_local, options, previous, shared, progress), BUILD_TIMEOUT
+        )
+    except TimeoutError:
+        raise _hung(progress[0] if progress else None) from None
+
+
+def _hung(local: _Local | None) -> ManifestError:
+    seconds = f"{BUILD_TIMEOUT:g}s"
+    decl = local.building if local is not None else None
+    if decl is None:
+        message = (
+            f"building the toolkit did not finish within {seconds}; a Python module that hangs "
+            "on import is the usual cause (its import runs on and cannot be stopped: fix it and "
+            "restart the process)"
+        )
+        return manifest_error([ManifestIssue(message=message, kind="import")])
+    exc = ConfigError(
+        f"building this tool did not finish within {seconds}: its module hangs on import "
+        "(top-level code that never returns). The import runs on in a thread and cannot be "
+        "stopped, and it holds the import lock: fix the module and restart the process",
+        field="python" if decl.kind == "python" else "",
+    )
+    issues = Issues()
+    issues.add(decl, exc, kind="import")
+    return manifest_error(issues.items)
+
+
+def _build_local(
+    options: ToolkitOptions,
+    previous: Generation | None,
+    shared: _Shared,
+    progress: list[_Local],
+) -> _Local:
+    manifest = _load(options.source, options.env, fresh=previous is not None)
+    workspace = (
+        options.workspace or (manifest.workspace if manifest is not None else None) or Path.cwd()
+    ).resolve()
+    files: list[Path] = list(manifest.files) if manifest is not None else []
+    local = _Local(
+        manifest=manifest,
+        workspace=workspace,
+        issues=Issues(),
+        tools=_checked_extra_tools(options.extra_tools),
+        files=files,
+        protected=(*PROTECTED, *(str(f) for f in files)),
+        permissions=None,
+        middleware=list(options.middleware),
+    )
+    progress.append(local)
+    issues, tools, protected = local.issues, local.tools, local.protected
+    wanted = dict(options.builtins)
+    if manifest is not None:
+        wanted = {**manifest.builtins, **wanted}
+        for decl in manifest.tools:
+            local.building = decl
+            built = _build_tool(decl, workspace, protected, shared, issues)
+            tools += built
+            for t in built:
+                files += [Path(p) for p in t.meta.get("files", ())]
+        local.building = None
+    if wanted:
+        try:
+            tools += _builtin_tools(wanted, manifest, workspace, protected, issues)
+        except ConfigError as exc:
+            if manifest is None:
+                raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
+            field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
+            issues.items.append(_builtin_issue(exc.message, field, manifest))
+    local.permissions = manifest_permissions(manifest, options.permissions, issues)
+    if manifest is not None:
+        local.middleware += manifest_middleware(manifest.middleware, issues)
+    return local
+
+
+def _checked_extra_tools(extra: Sequence[Tool]) -> list[Tool]:
+    """`extra_tools`, each checked as a manifest's tools are: a schema typo is the program's
+    mistake, reported now rather than as a crash of every call.
+
+    Raises:
+        UsageError: not a Tool, or a tool whose parameters are not a valid object schema.
+    """
+    from .function import check_parameters
+
+    for index, t in enumerate(extra):
+        if not isinstance(t, Tool):
+            raise UsageError(
+                f"extra_tools[{index}] is {type(t).__name__}, not a Tool; make one with "
+                "toolnexus.tool(fn) or @tool"
+            )
+        try:
+            check_parameters(t.parameters)
+        except ConfigError as exc:
+            raise UsageError(
+                f"extra_tools[{index}]: tool {t.name!r}: parameters: {exc.message}"
+            ) from exc
+    return list(extra)
 
 
 def check_manifest(source: str | Path) -> tuple[int, int]:
@@ -471,15 +585,52 @@ async def _close_unadopted(carry: dict[str, Any]) -> None:
 # -- builtins and packaged tool sets ------------------------------------------------------------
 
 
-def _builtin_options(spec: Any) -> dict[str, Mapping[str, Any]]:
-    """`"all"`, a list of names, or a mapping name -> options, as a mapping."""
-    if spec is None:
+Builtins = bool | str | Sequence[str] | Mapping[str, Mapping[str, Any] | None] | None
+"""What `create_toolkit(builtins=...)` takes: True or `"all"` (every builtin), one name, a list
+of names, a mapping name -> options (None for none), or False / None (no builtins)."""
+
+_BUILTINS_SHAPES = (
+    "True or 'all' (every builtin), a name ('read'), a list of names (['read', 'grep']), a "
+    "mapping name -> options ({'read': {'max_lines': 500}}), or False or None (none)"
+)
+
+
+def builtin_options(spec: object) -> dict[str, Mapping[str, Any]]:
+    """`builtins=` as a mapping name -> options (`"*"` for every builtin).
+
+    Raises:
+        UsageError: any other shape, naming the parameter, the bad part and the shapes taken.
+    """
+    if spec is None or spec is False:
         return {}
-    if spec == "all" or spec is True:
+    if spec is True or spec == "all":
         return {"*": {}}
+    if isinstance(spec, str):
+        return {spec: {}}
     if isinstance(spec, Mapping):
-        return {str(k): dict(v or {}) for k, v in spec.items()}
-    return {str(name): {} for name in spec}
+        out: dict[str, Mapping[str, Any]] = {}
+        for name, options in spec.items():
+            if not isinstance(name, str):
+                raise _bad_builtins(f"builtins key {name!r} is {type(name).__name__}, not a name")
+            if options is not None and not isinstance(options, Mapping):
+                raise _bad_builtins(f"builtins[{name!r}] is {_kind(options)}, not a mapping")
+            out[name] = dict(options or {})
+        return out
+    if isinstance(spec, list | tuple | set | frozenset):
+        for index, name in enumerate(spec):
+            if not isinstance(name, str):
+                raise _bad_builtins(f"builtins[{index}] is {_kind(name)}, not a name")
+        return {name: {} for name in spec}
+    raise _bad_builtins(f"got {_kind(spec)}")
+
+
+def _kind(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _bad_builtins(problem: str) -> UsageError:
+    return UsageError(f"builtins= takes {_BUILTINS_SHAPES}; {problem}")
 
 
 _COMMON_KEYS = ("approval", "sandbox", "middleware", "timeout")

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._suggest import did_you_mean
 from .approval import (
     ALLOW_BY_DEFAULT,
     ApprovalPolicy,
@@ -33,9 +34,15 @@ from .middleware import Call, Middleware, Next
 from .registry import Registry
 from .schema import Validator, compile_validator
 
-__all__ = ["Executor", "decode_arguments"]
+__all__ = ["CallLike", "Executor", "as_tool_calls", "decode_arguments"]
 
 logger = logging.getLogger("toolnexus")
+
+CallLike = ToolCall | Mapping[str, Any] | tuple[Any, ...]
+"""A call for `execute_many`: a `ToolCall`, a mapping with `name` (and `arguments`, `id`), or
+a tuple `(name, arguments)` / `(name, arguments, id)`."""
+
+_CALL_KEYS = ("name", "arguments", "id")
 
 
 class Executor:
@@ -118,17 +125,18 @@ class Executor:
             )
         except Exception as exc:  # noqa: BLE001 - the boundary: every failure becomes a result
             return _crash_result(exc, name, call_id)
-        except BaseException as exc:  # KeyboardInterrupt/SystemExit raised *by a tool*
-            if isinstance(exc, GeneratorExit):
-                raise
+        except BaseException as exc:  # noqa: BLE001 - raised by a middleware: see `_run_inner`
             return _crash_result(exc, name, call_id)
 
-    async def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+    async def execute_many(self, calls: Iterable[CallLike]) -> list[Result]:
         """Run calls in order, running adjacent read-only/concurrent ones together.
 
         Results come back in call order whatever the scheduling.
+
+        Raises:
+            TypeError: a call is not a `ToolCall`, a mapping or a tuple (see `as_tool_calls`).
         """
-        batch = list(calls)
+        batch = as_tool_calls(calls)
         results: list[Result | None] = [None] * len(batch)
         index = 0
         while index < len(batch):
@@ -291,6 +299,16 @@ async def _run_inner(call: Call) -> Result:
         return _tool_error_result(exc, call.ctx.call_id)
     except Exception as exc:  # noqa: BLE001 - the boundary: a tool crash becomes a result
         return _crash_result(exc, call.tool.name, call.ctx.call_id)
+    except asyncio.CancelledError:
+        raise  # the timeout middleware and the caller tell their cancellations apart
+    except BaseException as exc:  # noqa: BLE001 - the boundary, for what is not an Exception
+        # KeyboardInterrupt, SystemExit (argparse in a wrapped CLI), GeneratorExit, custom
+        # BaseExceptions: raised by the tool's own code, so the model reads them like any crash.
+        # A real Ctrl-C never lands here: the sync API's caller waits in its own thread (the
+        # signal interrupts that wait), and `asyncio.run` turns it into cancellation.
+        # `coroutine.close()` on a suspended call still closes it: Python raises GeneratorExit
+        # again in every frame awaiting this one, whatever this frame returns.
+        return _crash_result(exc, call.tool.name, call.ctx.call_id)
     return result if isinstance(result, Result) else to_result(result)
 
 
@@ -345,6 +363,51 @@ def decode_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[
         )
     _check_surrogates(arguments)
     return value
+
+
+def as_tool_calls(calls: Iterable[CallLike]) -> list[ToolCall]:
+    """The calls of a batch as `ToolCall`s: programs build them by hand as often as adapters
+    parse them, so the two obvious hand-made shapes are accepted too.
+
+    Raises:
+        TypeError: anything else, naming the item and the shapes accepted (checked before any
+            call runs, so a bad batch runs nothing).
+    """
+    return [_as_tool_call(item, index) for index, item in enumerate(calls)]
+
+
+def _as_tool_call(item: object, index: int) -> ToolCall:
+    if isinstance(item, ToolCall):
+        return item
+    where = f"calls[{index}]"
+    shapes = (
+        "a ToolCall(name=..., arguments=..., id=...), a mapping with 'name' (and 'arguments', "
+        "'id'), or a tuple (name, arguments) or (name, arguments, id)"
+    )
+    if isinstance(item, Mapping):
+        unknown = [str(k) for k in item if k not in _CALL_KEYS]
+        if "function" in item:
+            raise TypeError(
+                f"{where} is a provider's raw tool call; turn a response into ToolCalls with "
+                f"get_adapter(...).parse_calls(response), or pass {shapes}"
+            )
+        if unknown:
+            raise TypeError(
+                f"{where} has unknown key {unknown[0]!r}{did_you_mean(unknown[0], _CALL_KEYS)}; "
+                f"expected {shapes}"
+            )
+        name = item.get("name")
+        if not isinstance(name, str):
+            raise TypeError(f"{where} needs a 'name' (a string); expected {shapes}")
+        return ToolCall(name=name, arguments=item.get("arguments"), id=item.get("id"))
+    if isinstance(item, tuple) and len(item) in (2, 3) and isinstance(item[0], str):
+        return ToolCall(name=item[0], arguments=item[1], id=item[2] if len(item) == 3 else None)
+    if isinstance(item, tuple):
+        raise TypeError(
+            f"{where} is a tuple of {len(item)}; a tuple must be (name, arguments) or "
+            f"(name, arguments, id) with a string name; expected {shapes}"
+        )
+    raise TypeError(f"{where} got {type(item).__name__}; expected {shapes}")
 
 
 class _DuplicateKey(Exception):

@@ -12,22 +12,30 @@ search = tool(my_search, name="search", read_only=True)
 Everything that can be decided once is decided when the tool is built: the schema, how each
 argument becomes the hinted type, where the `ToolContext` goes, and which of a few specialised
 handlers runs the call. An async function with plain arguments costs one `await` and a
-`to_result` per call. Sync functions run in a worker thread so that they never block the loop.
+`to_result` per call. Sync functions run in a worker thread so that they never block the loop
+(one thread per running call, see `_workers`: a function stuck past its timeout holds only its
+own).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast, overload
 
+from ._workers import run_in_worker
 from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
 
-__all__ = ["is_async_callable", "is_tool_factory", "tool", "tool_factory"]
+__all__ = [
+    "check_parameters",
+    "is_async_callable",
+    "is_tool_factory",
+    "tool",
+    "tool_factory",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,7 +102,9 @@ def tool(
         title: a display title.
         read_only, destructive, idempotent, open_world: MCP tool annotations.
         concurrent: the tool may run alongside other calls in `execute_many`.
-        inline: run a *sync* function on the toolkit's event loop instead of a worker thread.
+        inline: run a *sync* function on the toolkit's event loop instead of a worker thread
+            (a timeout cannot stop a thread either: a timed-out sync function runs on until it
+            returns, and its result is dropped; `isolate: process` really stops one).
             Only for quick functions that never block (arithmetic, lookups in memory): it saves
             the two thread hand-offs a sync function otherwise costs (about 150 µs on our VM),
             but while it runs no other call progresses and `timeout` cannot interrupt it.
@@ -198,13 +208,7 @@ def _build(
     explicit: dict[str, Any] | None = None
     if parameters is not None:
         explicit = copy.deepcopy(dict(parameters))
-        if explicit.get("type") != "object":
-            raise ConfigError(
-                'a tool\'s parameters must be an object schema ({"type": "object", '
-                f'"properties": {{...}}}}), got type {explicit.get("type")!r}',
-                field="parameters",
-            )
-        check_schema(explicit, field="parameters")
+        check_parameters(explicit)
     fs = schema_from_function(fn, parameters=explicit)
     return Tool(
         name=tool_name,
@@ -219,8 +223,33 @@ def _build(
         open_world=open_world,
         concurrent=concurrent,
         origin=_origin(fn),
-        meta={"function": fn},
+        meta={"function": fn, **({"worker_thread": True} if _in_worker(fn, inline) else {})},
     )
+
+
+def _in_worker(fn: Callable[..., Any], inline: bool) -> bool:
+    """Whether calls run `fn` on a worker thread, which a timeout cannot stop (see `_workers`):
+    `meta["worker_thread"]` lets the timeout say so instead of claiming the call was stopped."""
+    return not inline and not is_async_callable(fn)
+
+
+def check_parameters(parameters: object) -> None:
+    """Check a tool's arguments schema: an object schema, valid Draft 2020-12, every local
+    `$ref` resolving. Done at build, so that a typo (`"type": "strin"`) is reported there
+    instead of failing every call as a crash blamed on the tool.
+
+    Raises:
+        ConfigError: (field `parameters`) what is wrong, with the JSON path of the bad part.
+    """
+    kind = parameters.get("type") if isinstance(parameters, Mapping) else None
+    if kind != "object":
+        got = f"type {kind!r}" if isinstance(parameters, Mapping) else type(parameters).__name__
+        raise ConfigError(
+            'a tool\'s parameters must be an object schema ({"type": "object", '
+            f'"properties": {{...}}}}), got {got}',
+            field="parameters",
+        )
+    check_schema(parameters, field="parameters")
 
 
 def _default_name(fn: Callable[..., Any]) -> str:
@@ -289,7 +318,7 @@ def _handler(fn: Callable[..., Any], fs: FunctionSchema, *, inline: bool) -> Too
         if inline:
             value = fn(*args, **kwargs)
         else:
-            value = await asyncio.to_thread(fn, *args, **kwargs)
+            value = await run_in_worker(fn, *args, **kwargs)
         if inspect.isawaitable(value):
             # a sync callable that hands back a coroutine (a partial of an async function...)
             value = await value

@@ -76,7 +76,9 @@ Middleware = Callable[[Call, Next], Awaitable[Result]]
 def timeout(seconds: float | str) -> Middleware:
     """Cancel the call after `seconds`; the model gets a retryable timeout error.
 
-    The tool's `ctx.deadline` is tightened so that it can plan (and pass the budget on).
+    The tool's `ctx.deadline` is tightened so that it can plan (and pass the budget on). A sync
+    Python function on a worker thread cannot be cancelled: the error says that it runs on and
+    that its result will be dropped, and `metadata["still_running"]` is True.
     """
     seconds = _duration(seconds)
     if seconds <= 0:
@@ -107,6 +109,15 @@ def timeout(seconds: float | str) -> Middleware:
         except asyncio.CancelledError:
             if not fired or task.uncancel() > cancelling:
                 raise  # cancelled from outside (the caller, or also the caller): let it go
+            if call.tool.meta.get("worker_thread"):
+                return Result.error(
+                    f"tool {call.name!r} timed out after {_seconds(seconds)}. {STILL_RUNNING}; "
+                    "try a smaller request or a narrower input",
+                    error_type="ToolTimeout",
+                    retryable=True,
+                    still_running=True,
+                    call_id=call.ctx.call_id,
+                )
             return Result.error(
                 f"tool {call.name!r} timed out after {_seconds(seconds)} and was stopped; "
                 "try a smaller request or a narrower input",
@@ -118,6 +129,14 @@ def timeout(seconds: float | str) -> Middleware:
             handle.cancel()
 
     return timeout_middleware
+
+
+STILL_RUNNING = (
+    "It is a synchronous Python function, which cannot be interrupted: it keeps running in its "
+    "worker thread until it returns, and its result will be dropped (a function that must "
+    "really be stopped needs `isolate: process`)"
+)
+"""What happens to a sync function's call that is given up on: threads cannot be stopped."""
 
 
 def _duration(value: object) -> float:

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
-from .approval import ApprovalPolicy, Approver, Verdict
-from .base import Result, Tool, ToolCall
+from .approval import ApprovalPolicy, Approver, Decision, Verdict
+from .base import Result, Tool
 from .errors import UsageError
-from .executor import Executor
+from .executor import CallLike, Executor, as_tool_calls
 from .middleware import Middleware
 from .registry import Registry
 
 if TYPE_CHECKING:
+    from .build import Builtins
     from .reload import ReloadEvent, Watcher
 
 T = TypeVar("T")
@@ -186,16 +187,21 @@ class Toolkit:
         approver: Approver | None = None,
     ) -> Result:
         """Run one call; never raises (failures are error results the model can read)."""
+        if self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         if asyncio.get_running_loop() is not self._loop:
-            return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(
-                    self.aexecute(
-                        name, arguments, call_id=call_id, middleware=middleware, approver=approver
-                    ),
-                    self._loop,
-                )
+            coro = self.aexecute(
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver
             )
-        gen = self._current()
+            try:
+                handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            except RuntimeError:  # the loop closed since the check above
+                coro.close()
+                return self._closed_result(name, call_id)
+            return await asyncio.wrap_future(handed)
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         if name in gen.hidden:
             return Result.error(
                 f"tool {name!r} is denied by the toolkit's permissions; choose another tool",
@@ -213,11 +219,21 @@ class Toolkit:
             if task is None or self._state is ToolkitState.OPEN:
                 raise
             task.uncancel()  # cancelled by `aclose`, not by the caller: answer, don't raise
-            return _closed_during_call(name)
+            return _closed_during_call(name, gen.registry.get(name))
         finally:
             if task is not None:
                 self._calls.discard(task)
             gen.leave()
+
+    def _closed_result(self, name: str, call_id: str | None) -> Result:
+        """A call made once the toolkit is closing or closed: an answer, not an exception,
+        since another thread (a shutdown handler) may close it under a running agent loop."""
+        return Result.error(
+            f"tool {name!r} was not run: the toolkit is {self._state.value}, so no tool can "
+            "run any more",
+            error_type="ToolkitClosed",
+            call_id=call_id,
+        )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
@@ -236,7 +252,8 @@ class Toolkit:
         approver: Approver | None = None,
     ) -> Result:
         """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
-        self._current()
+        if self._state is not ToolkitState.OPEN:
+            return self._closed_result(name, call_id)
         try:
             return self._run(
                 self.aexecute(
@@ -246,15 +263,31 @@ class Toolkit:
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
             return _closed_during_call(name)
 
-    async def aexecute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
+    async def aexecute_many(self, calls: Iterable[CallLike]) -> list[Result]:
         """Run a batch of calls: adjacent read-only/concurrent ones together, the rest in order;
-        results in call order."""
+        results in call order; never raises for a call (each failure is its error result).
+
+        Args:
+            calls: `ToolCall`s (what adapters' `parse_calls` return), mappings with `name`,
+                `arguments` and `id`, or tuples `(name, arguments)` / `(name, arguments, id)`.
+
+        Raises:
+            TypeError: a call of another shape (nothing runs then).
+        """
+        batch = as_tool_calls(calls)
+        if self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         if asyncio.get_running_loop() is not self._loop:
-            return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(self.aexecute_many(list(calls)), self._loop)
-            )
-        batch = list(calls)
-        gen = self._current()
+            coro = self.aexecute_many(batch)
+            try:
+                handed_many = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            except RuntimeError:  # the loop closed since the check above
+                coro.close()
+                return [self._closed_result(c.name, c.id) for c in batch]
+            return await asyncio.wrap_future(handed_many)
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         hidden = [c for c in batch if c.name in gen.hidden]
         if hidden:
             # Route hidden names through aexecute one by one so they get the same refusal.
@@ -272,16 +305,17 @@ class Toolkit:
             if task is None or self._state is ToolkitState.OPEN:
                 raise
             task.uncancel()
-            return [_closed_during_call(c.name) for c in batch]
+            return [_closed_during_call(c.name, gen.registry.get(c.name)) for c in batch]
         finally:
             if task is not None:
                 self._calls.discard(task)
             gen.leave()
 
-    def execute_many(self, calls: Iterable[ToolCall]) -> list[Result]:
-        """Synchronous `aexecute_many`."""
-        batch = list(calls)
-        self._current()
+    def execute_many(self, calls: Iterable[CallLike]) -> list[Result]:
+        """Synchronous `aexecute_many` (the same shapes of calls)."""
+        batch = as_tool_calls(calls)
+        if self._state is not ToolkitState.OPEN:
+            return [self._closed_result(c.name, c.id) for c in batch]
         try:
             return self._run(self.aexecute_many(batch))
         except (asyncio.CancelledError, LoopEnded):
@@ -289,11 +323,12 @@ class Toolkit:
 
     def check(self, name: str, arguments: str | bytes | Mapping[str, Any] | None = None) -> Verdict:
         """The approval decision a call would get (allow / ask / deny and the rule), without
-        running it. Unknown tools and invalid arguments come back as deny with the reason."""
-        gen = self._current()
+        running it. Unknown tools, invalid arguments and a closed toolkit come back as deny
+        with the reason."""
+        gen = self._generation
+        if gen is None or self._state is not ToolkitState.OPEN:
+            return Verdict(decision=Decision.DENY, reason=f"the toolkit is {self._state.value}")
         if name in gen.hidden:
-            from .approval import Decision
-
             return Verdict(decision=Decision.DENY, reason="denied by the toolkit's permissions")
         return gen.executor.check(name, arguments)
 
@@ -386,7 +421,15 @@ class Toolkit:
         return f"<Toolkit {len(gen.registry)} tools, generation {gen.number}>"
 
 
-def _closed_during_call(name: str) -> Result:
+def _closed_during_call(name: str, tool: Tool | None = None) -> Result:
+    if tool is not None and tool.meta.get("worker_thread"):
+        from .middleware import STILL_RUNNING
+
+        return Result.error(
+            f"the toolkit was closed while {name!r} was running. {STILL_RUNNING}",
+            error_type="Cancelled",
+            still_running=True,
+        )
     return Result.error(
         f"the toolkit was closed while {name!r} was running; the call was stopped",
         error_type="Cancelled",
@@ -416,7 +459,8 @@ class ToolkitOptions:
     middleware: tuple[Middleware, ...] = ()
     approver: Approver | None = None
     permissions: ApprovalPolicy | None = None
-    builtins: Any = None
+    builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Builtin name (`"*"` for all) -> its options, from `builtins=` (see `builtin_options`)."""
     workspace: Path | None = None
     env: Mapping[str, str] | None = None
 
@@ -428,7 +472,7 @@ async def acreate_toolkit(
     middleware: Sequence[Middleware] = (),
     approver: Approver | None = None,
     permissions: ApprovalPolicy | None = None,
-    builtins: Any = None,
+    builtins: Builtins = None,
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
@@ -458,7 +502,7 @@ def create_toolkit(
     middleware: Sequence[Middleware] = (),
     approver: Approver | None = None,
     permissions: ApprovalPolicy | None = None,
-    builtins: Any = None,
+    builtins: Builtins = None,
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
@@ -473,7 +517,9 @@ def create_toolkit(
         approver: decides calls that a rule marks `ask`; without one they are refused.
         permissions: toolkit-wide approval policy (e.g. `compile_permissions(...)`), in
             addition to the manifest's `permissions:`.
-        builtins: builtin tools to add: a list of names, `"all"`, or a mapping name -> options.
+        builtins: builtin tools to add: True or `"all"` (every one), a name (`"read"`), a list
+            of names, or a mapping name -> options (`{"read": {"max_lines": 500}}`); False
+            or None for none.
         workspace: root for file tools and sandboxes (default: the manifest's folder, else the
             current directory).
         env: the environment used for `${VAR}` interpolation (default: `os.environ`).
@@ -482,6 +528,7 @@ def create_toolkit(
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
         SourceError: an MCP server marked `required` did not start.
+        UsageError: `builtins` (or a Python tool's schema) is not of a shape described here.
     """
     options = _options(
         source=source,
@@ -508,17 +555,19 @@ def _options(
     middleware: Sequence[Middleware],
     approver: Approver | None,
     permissions: ApprovalPolicy | None,
-    builtins: Any,
+    builtins: Builtins,
     workspace: str | Path | None,
     env: Mapping[str, str] | None,
 ) -> ToolkitOptions:
+    from .build import builtin_options
+
     return ToolkitOptions(
         source=source,
         extra_tools=tuple(extra_tools),
         middleware=tuple(middleware),
         approver=approver,
         permissions=permissions,
-        builtins=builtins,
+        builtins=builtin_options(builtins),
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
     )

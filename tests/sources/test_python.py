@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolnexus.base import Tool, ToolContext
-from toolnexus.errors import ConfigError, ToolError
+from toolnexus.errors import ConfigError, ToolError, ToolTimeout
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.python import build_python_tools, forget_local_modules, load_reference
@@ -339,6 +339,24 @@ async def test_isolated_calls_run_in_a_child_process(project: Path) -> None:
     assert crash.is_error
     assert crash.content == "KeyError: 'boom'"
     assert "Traceback" in crash.metadata["traceback"]
+
+
+@pytest.mark.anyio
+async def test_an_isolated_call_past_its_timeout_is_said_to_be_killed(project: Path) -> None:
+    _write(project, "iso_mod_slow.py", """
+        import time
+
+        def slow() -> str:
+            time.sleep(60)
+            return "late"
+        """)
+    [slow] = build_python_tools(
+        {"python": "iso_mod_slow:slow", "isolate": "process"}, _ctx(project, timeout=0.5)
+    )
+    assert "worker_thread" not in slow.meta  # a process is really stopped
+    with pytest.raises(ToolTimeout, match=r"ran past its timeout \(500ms\) in its isolated "
+                       r"process, which was killed"):
+        await slow.run({}, _call_ctx(project, "slow"))
 
 
 @pytest.mark.anyio

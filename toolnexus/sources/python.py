@@ -51,7 +51,7 @@ from typing import Any
 from .._suggest import closest
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError, UsageError
-from ..function import is_async_callable, is_tool_factory, tool
+from ..function import check_parameters, is_async_callable, is_tool_factory, tool
 from . import BuildContext
 
 __all__ = ["build_python_tools", "forget_local_modules", "load_reference"]
@@ -325,6 +325,9 @@ def build_python_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool]
         )
     obj, files = load_reference(ref, ctx.base_dir)
     tools = _tools_of(obj, decl, ref)
+    if not callable(obj) or isinstance(obj, Tool) or is_tool_factory(obj):
+        for t in tools:  # Tools made by hand: `tool()` checked the ones it made itself
+            _check_parameters(t)
     if isolate == "process":
         tools = [_isolate(t, ref, ctx) for t in tools]
     origin = ctx.origin or ref
@@ -361,6 +364,13 @@ def _tools_of(obj: object, decl: Mapping[str, Any], ref: str) -> list[Tool]:
         "factory returning Tools",
         field="python",
     )
+
+
+def _check_parameters(t: Tool) -> None:
+    try:
+        check_parameters(t.parameters)
+    except ConfigError as exc:
+        raise ConfigError(f"tool {t.name!r}: parameters: {exc.message}", field="python") from exc
 
 
 def _call_factory(factory: Any, ref: str) -> list[Tool]:
@@ -541,16 +551,22 @@ def _isolate(t: Tool, ref: str, ctx: BuildContext) -> Tool:
             sandbox=sandbox,
             workspace=ctx.workspace,
         )
-        return _worker_result(done, marker, name)
+        return _worker_result(done, marker, name, timeout)
 
-    return dataclasses.replace(t, handler=handler, meta={**t.meta, "isolate": "process"})
+    meta = {k: v for k, v in t.meta.items() if k != "worker_thread"}  # a process is killed
+    return dataclasses.replace(t, handler=handler, meta={**meta, "isolate": "process"})
 
 
-def _worker_result(done: Any, marker: str, name: str) -> Result:
+def _worker_result(done: Any, marker: str, name: str, timeout: float | None) -> Result:
     from ..errors import ToolTimeout
+    from ..middleware import _seconds  # the timeout middleware's wording of a duration
 
     if done.timed_out:
-        raise ToolTimeout(f"tool {name!r} ran past its timeout in its isolated process")
+        limit = "" if timeout is None else f" ({_seconds(timeout)})"
+        raise ToolTimeout(
+            f"tool {name!r} ran past its timeout{limit} in its isolated process, which was "
+            "killed; try a smaller request or a narrower input"
+        )
     _, found, payload = done.stdout.rpartition(marker)
     if not found:
         detail = (done.stderr or done.stdout).strip()[-2000:]
