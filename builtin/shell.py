@@ -8,10 +8,11 @@ included.
 
 Background jobs (`run_in_background`) live in the toolkit's state, at most `max_jobs` running at
 once. Each keeps its last `max_buffer` bytes of output; `shell_output` returns what arrived
-since the previous read and `shell_kill` stops the job's whole group. The jobs die with the
-toolkit: the registry in `ctx.state` has an `aclose()` the toolkit calls on close, and, as a
-last resort, a finalizer SIGKILLs every job still running when the registry is collected or
-the interpreter exits.
+since the previous read and `shell_kill` stops the job's whole process tree. The jobs die with
+the toolkit: the registry in `ctx.state` has an `aclose()` the toolkit calls on close, and, as a
+last resort, a finalizer SIGKILLs the whole tree of every job still running (through the job's
+reaper, which holds the escapees a group kill misses) when the registry is collected or the
+interpreter exits.
 
 Approval is decided from the command: a command the core knows to be read-only
 (`is_known_safe_command`: `ls`, `cat`, `git status`, ... every option understood, nothing
@@ -251,12 +252,13 @@ def _nested_repository(start: Path, skip: Path) -> bool:
 # --- background jobs --------------------------------------------------------------------------
 
 
-def _kill_groups(pids: set[int]) -> None:
-    """Last resort (finalizer, interpreter exit): SIGKILL every job group still listed."""
-    for pid in list(pids):
+def _abort_all(handles: dict[int, ProcessHandle]) -> None:
+    """Last resort (finalizer, interpreter exit): SIGKILL every job's whole tree still listed.
+    `abort` goes through the job's reaper, which also holds the escapees a group kill misses."""
+    for handle in list(handles.values()):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-    pids.clear()
+            handle.abort()
+    handles.clear()
 
 
 class _Jobs:
@@ -265,8 +267,8 @@ class _Jobs:
     def __init__(self) -> None:
         self.jobs: dict[str, tuple[ProcessHandle, str]] = {}
         self._ids = itertools.count(1)
-        self._pids: set[int] = set()
-        weakref.finalize(self, _kill_groups, self._pids)
+        self._handles: dict[int, ProcessHandle] = {}
+        weakref.finalize(self, _abort_all, self._handles)
 
     def running(self) -> int:
         return sum(1 for handle, _ in self.jobs.values() if handle.running)
@@ -274,7 +276,7 @@ class _Jobs:
     def add(self, handle: ProcessHandle, command: str) -> str:
         job_id = f"job{next(self._ids)}"
         self.jobs[job_id] = (handle, command)
-        self._pids.add(handle.pid)
+        self._handles[handle.pid] = handle
         return job_id
 
     def get(self, job_id: str) -> tuple[ProcessHandle, str]:
@@ -289,13 +291,13 @@ class _Jobs:
 
     def forget(self, job_id: str) -> None:
         handle, _ = self.jobs.pop(job_id)
-        self._pids.discard(handle.pid)
+        self._handles.pop(handle.pid, None)
 
     async def aclose(self) -> None:
         """Kill every job's process group and reap it."""
         jobs, self.jobs = self.jobs, {}
         await asyncio.gather(*(handle.kill(grace=0.5) for handle, _ in jobs.values()))
-        self._pids.clear()
+        self._handles.clear()
 
 
 def _jobs(ctx: ToolContext) -> _Jobs:
@@ -380,6 +382,11 @@ class _Shell:
             )
         else:
             footer = f"[{_status(done.exit_code)}, {done.duration:.2f} s]"
+        if done.stopped:
+            footer += (
+                f"\n[{done.stopped} background process(es) it left running were stopped when "
+                "it exited: use run_in_background for servers and watchers.]"
+            )
         if done.truncated or dropped:
             footer += (
                 "\n[The output was long: only its head and tail are shown. Redirect it to a "
@@ -396,6 +403,7 @@ class _Shell:
                 "truncated": done.truncated or bool(dropped),
                 "mechanism": done.mechanism,
                 "unconfined": done.unconfined,
+                "stopped": done.stopped,
             },
         )
 
@@ -488,7 +496,7 @@ or for the job to end. Once a finished job's last output has been read, its id i
 Output the job printed faster than it was read may be lost (the note says how much)."""
 
 _KILL_DESCRIPTION = """\
-Stop a background job started by shell with run_in_background: its whole process group gets \
+Stop a background job started by shell with run_in_background: its whole process tree gets \
 SIGTERM, then SIGKILL after a short grace. Returns the output not read yet."""
 
 

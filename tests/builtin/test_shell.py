@@ -243,3 +243,35 @@ async def test_git_config_cannot_start_a_program_from_a_read_only_command(tmp_pa
     result = await shell.run({"command": "git status"}, ctx)
     assert "exit code" not in result.content or result.metadata.get("exit_code") == 0
     assert not marker.exists()
+
+
+async def test_a_command_that_leaves_a_child_running_answers_and_says_it_was_stopped(
+    tmp_path: Path, kit: Kit
+) -> None:
+    done = await kit.call("shell", command="sleep 100 & echo started", timeout_ms=20_000)
+    assert done.content.startswith("started\n")
+    assert "1 background process(es) it left running were stopped" in done.content
+    assert done.metadata["stopped"] == 1 and not done.metadata["timed_out"]
+
+
+async def test_the_last_resort_finalizer_kills_escapees_of_a_job(tmp_path: Path) -> None:
+    """Jobs collected without `aclose` (the toolkit never closed): the finalizer stops the
+    whole tree through the job's reaper, including a child in a session of its own that a
+    process-group kill would miss."""
+    import gc
+
+    kit = Kit(tmp_path)
+    await kit.call(
+        "shell", command="setsid sh -c 'echo $$ > escapee; exec sleep 100' & sleep 100",
+        run_in_background=True,
+    )
+    pid_file = tmp_path / "escapee"
+    with anyio.fail_after(10):
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await anyio.sleep(0.02)
+    escapee = int(pid_file.read_text())
+    kit.state.clear()  # drop the only reference to the jobs registry
+    gc.collect()
+    with anyio.fail_after(10):
+        while _alive(escapee):
+            await anyio.sleep(0.02)
