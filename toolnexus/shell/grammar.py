@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["analyze", "split_command"]
 
@@ -46,6 +46,12 @@ class _Redirect:
     fd: str
     op: str
     target: str
+    """The word after the operator (for `<<` and `<<-`, the delimiter)."""
+    expands: bool = False
+    """The target contains an expansion or glob: which file it names is known only at run time."""
+    body: str | None = None
+    """A here-document's body (continuation lines joined when its delimiter is unquoted), or a
+    here-string's text: what a shell reading its standard input would run."""
 
     @property
     def writes(self) -> bool:
@@ -91,7 +97,8 @@ class _Parser:
         self.n = len(src)
         self.unsafe = False
         self.commands: list[_Simple] = []
-        self.heredocs: list[tuple[str, bool, bool]] = []
+        self.heredocs: list[tuple[_Redirect, bool]] = []
+        """Here-documents whose bodies start at the next newline: (redirect, delimiter quoted)."""
 
     def _peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -156,12 +163,21 @@ class _Parser:
             word = self._word()
             if (
                 not word.quoted
-                and word.text.isdigit()
+                and (word.text.isdigit() or _FD_VARIABLE.fullmatch(word.text))
                 and self._peek() in ("<", ">")
                 and self._peek(1) != "("
             ):
                 self._redirect(word.text, words, redirects)
                 continue
+            if not words and not word.quoted and not word.expands:
+                if word.text in _LIST_WORDS:
+                    # `{ a; }`, `if a; then b; fi`, `! a`: the simple commands are a and b
+                    flush()
+                    continue
+                if word.text in _COMPOUND_WORDS:
+                    self.unsafe = True
+                elif word.text == "alias":
+                    self.unsafe = True  # a later line may use the alias as a command name
             words.append(word)
         flush()
 
@@ -179,31 +195,68 @@ class _Parser:
             self.unsafe = True
             return
         target = self._word()
+        redirect = _Redirect(
+            fd,
+            op,
+            target.text,
+            expands=target.expands or target.glob,
+            body=target.text if op == "<<<" else None,
+        )
         if op in ("<<", "<<-"):
-            self.heredocs.append((target.text, target.quoted, op == "<<-"))
-        redirects.append(_Redirect(fd, op, target.text))
+            self.heredocs.append((redirect, target.quoted))
+        redirects.append(redirect)
 
     def _read_heredocs(self) -> None:
         pending, self.heredocs = self.heredocs, []
-        for delimiter, quoted, strip_tabs in pending:
+        for redirect, quoted in pending:
+            strip_tabs = redirect.op == "<<-"
             body: list[str] = []
             while True:
                 if self.i >= self.n:
                     self.unsafe = True
                     break
-                end = self.src.find("\n", self.i)
-                line = self.src[self.i : self.n if end < 0 else end]
-                self.i = self.n if end < 0 else end + 1
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                line = self._heredoc_line(joined=not quoted)
+                if (line.lstrip("\t") if strip_tabs else line) == redirect.target:
                     break
-                body.append(line)
+                body.append(line.lstrip("\t") if strip_tabs else line)
             text = "\n".join(body)
+            self._set_body(redirect, text)
             if not quoted and ("$(" in text or "`" in text):
                 # An unquoted delimiter lets the body run substitutions.
                 self.unsafe = True
                 self._nested(text)
             elif not quoted and _risky_expansion(text):
                 self.unsafe = True
+
+    def _heredoc_line(self, joined: bool) -> str:
+        """The next line of a here-document body. Under an unquoted delimiter bash joins a line
+        ending in an unescaped backslash with the next one *before* comparing it with the
+        delimiter: `EO\\` then `F` ends a body delimited by `EOF`."""
+        parts: list[str] = []
+        while True:
+            end = self.src.find("\n", self.i)
+            line = self.src[self.i : self.n if end < 0 else end]
+            self.i = self.n if end < 0 else end + 1
+            trailing = len(line) - len(line.rstrip("\\"))
+            if joined and trailing % 2 == 1 and end >= 0:
+                parts.append(line[:-1])
+                continue
+            parts.append(line)
+            return "".join(parts)
+
+    def _set_body(self, redirect: _Redirect, body: str) -> None:
+        """Record a here-document's body on its redirection, already part of a command."""
+        for k in range(len(self.commands) - 1, -1, -1):
+            simple = self.commands[k]
+            for j, r in enumerate(simple.redirects):
+                if r is redirect:
+                    redirects = (
+                        *simple.redirects[:j],
+                        replace(r, body=body),
+                        *simple.redirects[j + 1 :],
+                    )
+                    self.commands[k] = replace(simple, redirects=redirects)
+                    return
 
     def _nested(self, script: str) -> None:
         inner = _Parser(script)
@@ -393,8 +446,8 @@ class _Parser:
         while j < self.n and src[j] != "'":
             if src[j] == "\\" and j + 1 < self.n:
                 m = _ANSI_ESCAPE.match(src, j)
-                if m is None:
-                    out.append(src[j + 1])
+                if m is None:  # bash keeps the backslash of an escape it does not know
+                    out.append(src[j : j + 2])
                     j += 2
                     continue
                 out.append(_decode_escape(m.group()))
@@ -405,9 +458,21 @@ class _Parser:
         if j >= self.n:
             self.unsafe = True
         self.i = min(j + 1, self.n)
-        return "".join(out)
+        # A NUL (`\0`, `\x00`, `\c@`) ends the string: `$'git\0x'` is `git`.
+        return "".join(out).split("\0", 1)[0]
 
 
+_LIST_WORDS = frozenset(
+    {"{", "}", "!", "if", "then", "else", "elif", "fi", "while", "until", "do", "done"}
+)
+"""Reserved words that only join simple commands into lists: dropped, the commands stay."""
+_COMPOUND_WORDS = frozenset(
+    {"case", "esac", "for", "select", "function", "coproc", "[["}
+)
+"""Reserved words whose grammar this reader does not model (patterns, loop variables, function
+definitions that may shadow any program, `[[`'s own operators): not safe syntax."""
+_FD_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+"""`{fd}>file` opens a file into a new descriptor named by a variable: a redirection."""
 _SPECIAL = frozenset("\\'\"$`*?[]{}")
 _PLAIN = re.compile(r"[^ \t\n;&|()<>\\'\"$`*?\[\]{}]+")
 """A run of characters that mean nothing special inside a word."""
