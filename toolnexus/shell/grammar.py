@@ -116,11 +116,13 @@ class _Parser:
             redirects.clear()
 
         src = self.src
+        seen = False  # something since the last separator: `; ls`, `ls && ;` are syntax errors
+        pending = False  # after `&&`, `||` or `|` a command must follow (newlines may come first)
         while True:
             while self.i < self.n and src[self.i] in " \t":
                 self.i += 1
             if self.i >= self.n:
-                if until is not None or self.heredocs:
+                if until is not None or self.heredocs or pending:
                     self.unsafe = True
                 break
             c = src[self.i]
@@ -132,19 +134,28 @@ class _Parser:
                 self.i = self.n if end < 0 else end
                 continue
             if c == "\\" and self._peek(1) == "\n":
+                if self.i and src[self.i - 1] in "&|<>(":
+                    # bash joins `&\<newline>&` into `&&`, `<\<newline><` into `<<`...
+                    self.unsafe = True
                 self.i += 2
                 continue
             if c == "\n":
                 flush()
+                seen = False
                 self.i += 1
                 self._read_heredocs()
                 continue
-            if c == "&" and self._peek(1) == ">":
-                self._redirect("", words, redirects)
-                continue
-            if c in ";&|":
+            if c in ";&|" and not (c == "&" and self._peek(1) == ">"):
                 flush()
-                self.i += 2 if self._peek(1) in ("&", "|") and c != ";" else 1
+                double = self._peek(1) in ("&", "|") and c != ";"
+                if not seen:
+                    self.unsafe = True
+                seen, pending = False, double or c == "|"
+                self.i += 2 if double else 1
+                continue
+            seen, pending = True, False
+            if c == "&":  # `&>file`
+                self._redirect("", words, redirects)
                 continue
             if c == "(":
                 self.unsafe = True
@@ -170,6 +181,14 @@ class _Parser:
                 self._redirect(word.text, words, redirects)
                 continue
             if not words and not word.quoted and not word.expands:
+                if word.text == "time":
+                    # bash's `time [-p] [--]` times the pipeline that follows
+                    while self._skip_blanks() and self._peek() == "-":
+                        option = _PLAIN.match(src, self.i)
+                        if option is None or option.group() not in ("-p", "--"):
+                            break
+                        self.i = option.end()
+                    continue
                 if word.text in _LIST_WORDS:
                     # `{ a; }`, `if a; then b; fi`, `! a`: the simple commands are a and b
                     flush()
@@ -181,12 +200,20 @@ class _Parser:
             words.append(word)
         flush()
 
+    def _skip_blanks(self) -> bool:
+        """Skip spaces and tabs; True when something follows."""
+        while self.i < self.n and self.src[self.i] in " \t":
+            self.i += 1
+        return self.i < self.n
+
     def _redirect(self, fd: str, words: list[_Word], redirects: list[_Redirect]) -> None:
         src = self.src
         for op in ("&>>", "&>", "<<<", "<<-", "<<", "<&", "<>", "<", ">>", ">|", ">&", ">"):
             if src.startswith(op, self.i):
                 break
         self.i += len(op)
+        if src.startswith("\\\n", self.i):
+            self.unsafe = True  # the operator may go on past the line continuation
         while self.i < self.n and src[self.i] in " \t":
             self.i += 1
         if self.i >= self.n or (
@@ -393,6 +420,8 @@ class _Parser:
         """Read `$...` at the cursor: (text to keep, whether it expands)."""
         src = self.src
         nxt = self._peek(1)
+        if src.startswith("\\\n", self.i + 1):
+            self.unsafe = True  # `$\<newline>(...)` is a substitution
         if nxt == "(":
             self.unsafe = True
             self.i += 2
@@ -450,7 +479,10 @@ class _Parser:
                     out.append(src[j : j + 2])
                     j += 2
                     continue
-                out.append(_decode_escape(m.group()))
+                text = _decode_escape(m.group())
+                if m.group()[1] in "uU" and ord(text) >= 0x80:
+                    self.unsafe = True  # bash spells it by the locale: `é`, or `\u00E9` in C
+                out.append(text)
                 j = m.end()
                 continue
             out.append(src[j])
@@ -508,13 +540,16 @@ def _risky_expansion(text: str) -> bool:
 
 
 def _decode_escape(esc: str) -> str:
+    """One escape of `$'...'`. `\\x` and octal escapes make bytes: one past ASCII is spelt as
+    Python's `surrogateescape` spells an undecodable byte of an argv."""
     kind = esc[1]
-    if kind in "xuU":
+    if kind in "uU":
         return chr(min(int(esc[2:], 16), 0x10FFFF))
     if kind == "c":
         return chr(ord(esc[2]) & 0x1F)
-    if kind.isdigit():
-        return chr(int(esc[1:], 8))
+    if kind == "x" or kind.isdigit():
+        byte = int(esc[2:], 16) if kind == "x" else int(esc[1:], 8) & 0xFF
+        return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
     return _SIMPLE_ESCAPES[kind]
 
 
