@@ -384,3 +384,18 @@ def test_the_shims_do_run_when_nothing_denies(tmp_path: Path) -> None:
     with create_toolkit(manifest, workspace=tmp_path) as tk:
         tk.execute("shell", {"command": "cat <<EOF\nEO\\\nF\ngit push\nEOF"})
     assert marker.exists()
+
+
+def test_scripts_nested_past_the_depth_limit_deny_and_never_allow() -> None:
+    command = "eval " * 400 + "ls"
+    assert rule_matches("git push *", command, "deny") is True
+    assert rule_matches("ls *", command, "allow") is False
+    nested = "bash -c '" + "eval " * 40 + "ls'"
+    assert rule_matches("git push *", nested, "deny") is True
+    assert rule_matches("ls *", nested, "allow") is False
+
+
+def test_a_long_command_with_run_time_words_is_still_judged() -> None:
+    command = "foo " + " ".join(f"$X{i}" for i in range(3000))
+    assert rule_matches("git push *", command, "deny") is True
+    assert rule_matches("git push *", "foo " + "w " * 3000, "deny") is False

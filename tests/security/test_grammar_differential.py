@@ -11,6 +11,8 @@ comments, line continuations, groups and lists."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -202,6 +204,26 @@ UNSAFE_BUT_SEEN = [
 def test_unsafe_commands_still_list_what_runs(oracle: Oracle, command: str) -> None:
     assert not analyze(command).safe_syntax, command
     check_sound(oracle, command)
+
+
+# --- Codex's command-safety cases ---------------------------------------------------------
+
+CODEX_CASES = (
+    Path(__file__).resolve().parents[2].parent
+    / "shared/conformance/codex-command-safety/cases.jsonl"
+)
+
+
+def test_codex_command_safety_cases_run_as_analysed(oracle: Oracle) -> None:
+    if not CODEX_CASES.is_file():
+        pytest.skip(f"{CODEX_CASES} is absent (it lives beside the checkout, in ../shared)")
+    for line in CODEX_CASES.read_text().splitlines():
+        argv = json.loads(line)["argv"]
+        script = argv[2] if len(argv) == 3 and argv[1] in ("-c", "-lc") else shlex.join(argv)
+        if analyze(script).safe_syntax:
+            check_exact(oracle, script)
+        else:
+            check_sound(oracle, script)
 
 
 # --- generated cases ------------------------------------------------------------------------

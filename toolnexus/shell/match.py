@@ -376,7 +376,8 @@ _GIT_VALUE = frozenset(
 _DP_BUDGET = 2_000_000
 """Steps of wildcard matching spent on one simple command and pattern before doubt decides."""
 _MAX_DEPTH = 16
-"""Scripts inside scripts deeper than this are not read: they count as a match (doubt)."""
+"""Scripts inside scripts deeper than this are not read: they match every deny and ask rule
+and no allow rule (doubt)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,11 +494,11 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
             found, blind = _shell_scripts(words, start, simple.redirects if head else ())
             scripts.extend(found)
             unknown |= blind and head
-        elif name == "eval":
+        elif name == "eval" and head:
             scripts.append(" ".join(w.text for w in words[start + 1 :]))
         elif name == "env":
             scripts.extend(_split_string(words[start:], len(words) - start))
-        elif name == "alias":
+        elif name == "alias" and head:
             scripts.extend(w.text.split("=", 1)[1] for w in words[start + 1 :] if "=" in w.text)
         elif name in _SCRIPT_RUNNERS and head:
             scripts.extend(w.text for w in words[start + 1 :])
@@ -534,6 +535,10 @@ class CommandPattern:
     """The pattern ends in ` *`: it also matches nothing more, at a word boundary."""
     program: str | None = None
     """The name of the program the pattern starts with (without a folder), if written out."""
+    prefix: str = ""
+    """What the pattern's first word starts with before its first `*` (when `program` is
+    None). A pattern starting with `*` matches a command whenever it matches a part of it, so
+    only the whole command needs trying."""
 
     def matches(self, view: _View, strict: bool) -> bool:
         """Whether an allow reading's view matches (`strict`), or a deny reading's."""
@@ -570,6 +575,7 @@ def compile_command_pattern(pattern: str) -> CommandPattern:
         tokens=tokens,
         tail=tail,
         program=None if "*" in first else first.rsplit("/", 1)[-1],
+        prefix=first.split("*", 1)[0],
     )
 
 
@@ -627,13 +633,14 @@ def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
         names = [first.text]
         name = _name(first)
         if not first.expands:
-            if (
-                pattern.program is not None
-                and not first.glob
-                and name != pattern.program
-                and not candidate.head
-            ):
-                continue
+            if not candidate.head and not first.glob:
+                if pattern.program is not None and name != pattern.program:
+                    continue
+                if pattern.program is None and not (
+                    pattern.prefix
+                    and (first.text.startswith(pattern.prefix) or name.startswith(pattern.prefix))
+                ):
+                    continue
             if name != first.text:
                 names.append(name)
         rest = words[candidate.rest :] if candidate.rest is not None else ()
@@ -670,15 +677,19 @@ def command_matches(command: str, patterns: Sequence[CommandPattern], *, strict:
     command.
     """
     if strict:
-        readings = _allow_readings(command)
-        return bool(readings) and all(_covered(r, patterns) for r in readings or ())
+        return _allowed(command, patterns, 0)
     return _denied(command, patterns, 0)
 
 
-def _covered(reading: _Reading, patterns: Sequence[CommandPattern]) -> bool:
+def _allowed(command: str, patterns: Sequence[CommandPattern], depth: int) -> bool:
+    readings = _allow_readings(command) if depth <= _MAX_DEPTH else None
+    return bool(readings) and all(_covered(r, patterns, depth) for r in readings or ())
+
+
+def _covered(reading: _Reading, patterns: Sequence[CommandPattern], depth: int) -> bool:
     if any(p.matches(v, True) for v in reading.views for p in patterns):
         return True
-    return any(command_matches(s, patterns, strict=True) for s in reading.scripts)
+    return any(_allowed(s, patterns, depth + 1) for s in reading.scripts)
 
 
 def _denied(command: str, patterns: Sequence[CommandPattern], depth: int) -> bool:
