@@ -166,6 +166,10 @@ def test_git_global_options_are_skipped_for_git_patterns(command: str) -> None:
         "/usr/bin/g?t push",
         "/usr/bin/*it push",
         "{git,x} push",
+        "echo push | xargs git",  # xargs appends the words it reads
+        "xargs -a list.txt git",
+        "find . -name push -exec git {} \\;",  # find puts file names in place of {}
+        "xargs -I{} git {} origin",
     ],
 )
 def test_doubt_always_denies(command: str) -> None:
@@ -197,6 +201,13 @@ def test_doubt_always_denies(command: str) -> None:
         "sh -c 'eval \"git push\"'",
         "alias g='git push'",
         "find . -exec sh -c 'git push' \\;",
+        "bash /dev/stdin <<< 'git push'",
+        "source /dev/stdin <<< 'git push'",
+        ". /dev/stdin <<EOF\ngit push\nEOF",
+        "echo 'git push' | source /dev/stdin",
+        "trap 'git push' EXIT",
+        "x='$(git push)'; echo ${x@P}",  # a prompt expansion runs the value's substitution
+        "x='a[$(git push)]'; echo $((x))",  # so does arithmetic on an array subscript
     ],
 )
 def test_scripts_are_read_too(command: str) -> None:

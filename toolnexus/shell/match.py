@@ -389,6 +389,8 @@ class _Candidate:
     rest: int | None
     head: bool
     """`words[start]` is where the shell or a known wrapper runs a program."""
+    more: bool = False
+    """Words nobody has seen yet follow (`xargs` appends the words it reads)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,10 +464,19 @@ def _shell_scripts(
     if command:
         return ([words[end].text] if end < len(words) else []), False
     stdin = end >= len(words) or any("s" in o[1:] for o in options if not o.startswith("--"))
-    if not stdin:
+    if not stdin and words[end].text not in _STDIN:
         return [], False  # a script file: what it holds is not on the command line
+    return _stdin_scripts(redirects)
+
+
+def _stdin_scripts(redirects: Sequence[_Redirect]) -> tuple[list[str], bool]:
+    """The here-documents and here-strings a command reads as its script, and whether it
+    reads one we cannot see instead (a pipe, a file)."""
     bodies = [r.body for r in redirects if r.body is not None]
     return bodies, not bodies
+
+
+_STDIN = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 
 
 def _deny_reading(simple: _Simple) -> _DenyReading:
@@ -473,23 +484,29 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
     heads = _heads(words)
     program = words[heads[-1]] if heads else None
     inert = program is not None and not program.expands and _name(program) in _INERT
+    feeders = [h for h in heads if _name(words[h]) == "xargs"]
+    fed = feeders[0] if feeders else len(words)
     candidates: list[_Candidate] = []
     scripts: list[str] = []
     unknown = False
     for start, word in enumerate(words):
         head = start in heads
-        if word.expands or word.glob:
+        more = start > fed
+        if word.quoted and ("$(" in word.text or "`" in word.text):
+            # a quoted substitution may be evaluated later: `x='$(cmd)'; echo ${x@P}`
+            scripts.append(word.text)
+        if _runtime(word):
             if head:
                 unknown = True  # the program is known only at run time
             elif not inert:
-                candidates.append(_Candidate(start, start + 1, head))
+                candidates.append(_Candidate(start, start + 1, head, more))
             continue
-        candidates.append(_Candidate(start, start + 1, head))
+        candidates.append(_Candidate(start, start + 1, head, more))
         name = _name(word)
         if name == "git":
             rest = _git_rest(words, start, scripts)
             if rest != start + 1:
-                candidates.append(_Candidate(start, rest, head))
+                candidates.append(_Candidate(start, rest, head, more))
         elif name in _SHELLS and (head or any("c" in w.text for w in words[start + 1 :])):
             found, blind = _shell_scripts(words, start, simple.redirects if head else ())
             scripts.extend(found)
@@ -498,6 +515,13 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
             scripts.append(" ".join(w.text for w in words[start + 1 :]))
         elif name == "env":
             scripts.extend(_split_string(words[start:], len(words) - start))
+        elif name in ("source", ".") and head:
+            if start + 1 < len(words) and words[start + 1].text in _STDIN:
+                found, blind = _stdin_scripts(simple.redirects)
+                scripts.extend(found)
+                unknown |= blind
+        elif name == "trap" and head:
+            scripts.extend(w.text for w in words[start + 1 :])
         elif name == "alias" and head:
             scripts.extend(w.text.split("=", 1)[1] for w in words[start + 1 :] if "=" in w.text)
         elif name in _SCRIPT_RUNNERS and head:
@@ -609,11 +633,17 @@ def _intersects(pattern: Sequence[_Token], tail: bool, subject: Sequence[_Token]
     return False
 
 
+def _runtime(word: _Word) -> bool:
+    """Whether `word`'s value is decided at run time: an expansion, a glob, or the `{}` that
+    `find -exec` and `xargs -I{}` replace with names they find."""
+    return word.expands or word.glob or "{}" in word.text
+
+
 def _word_tokens(word: _Word, text: str | None = None) -> list[_Token]:
     """`word` (or `text`, a spelling of it) as tokens: a word known only at run time is any
     text; a glob keeps its literal characters (a brace expansion is any text)."""
     text = word.text if text is None else text
-    if word.expands or (word.glob and "{" in text):
+    if word.expands or (word.glob and "{" in text) or "{}" in text:
         return [_STAR]
     if word.glob:
         return [_STAR if ch in "*?[]" else ch for ch in text]
@@ -644,7 +674,8 @@ def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
             if name != first.text:
                 names.append(name)
         rest = words[candidate.rest :] if candidate.rest is not None else ()
-        if not any(w.expands or w.glob for w in (first, *rest)) and candidate.rest is not None:
+        literal = candidate.rest is not None and not candidate.more
+        if literal and not any(_runtime(w) for w in (first, *rest)):
             for spelling in names:
                 text = " ".join((spelling, *(w.text for w in rest)))
                 if pattern.redirects:
@@ -658,6 +689,8 @@ def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
                 tokens += [" ", _STAR]
             for w in rest:
                 tokens += [" ", *_word_tokens(w)]
+            if candidate.more:
+                tokens += [" ", _STAR]
             tokens += suffix
             budget -= len(tokens) * (len(pattern.tokens) + 1)
             if budget < 0 or pattern.matches_tokens(tokens):
