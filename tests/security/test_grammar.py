@@ -142,3 +142,20 @@ def test_syntax_errors_are_unsafe(command: str) -> None:
 @pytest.mark.parametrize("command", ["ls &&\n pwd", "ls |\n\nwc", "ls;", "ls &", "{ ls; };"])
 def test_lists_that_bash_accepts(command: str) -> None:
     assert safe(command)
+
+
+def test_here_documents_inside_a_substitution_are_read_there() -> None:
+    # bash reads the inner body at the newline inside `$(...)` and the outer one after the
+    # line, so `then git push` runs: it must not vanish into the outer body
+    command = "cat <<EOF && if true $(cat <<E\nx\nE\n); then git push; fi\nouter\nEOF"
+    assert ["git", "push"] in programs(command)
+    (outer, inner, *_) = analyze(command).commands
+    assert (outer.redirects[0].body, inner.redirects[0].body) == ("outer", "x")
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["{ git #x; }", "if git\n0; fi", "}", "then ls", "do ls", "ls; fi", "while ls; done", "{ ls"],
+)
+def test_groups_that_do_not_close_are_unsafe(command: str) -> None:
+    assert not safe(command)

@@ -32,8 +32,12 @@ PROGRAMS = ("git", "ls", "cat", "touch", "rm", "foo", "grep", "sort", "env", "ti
 """Programs with a logging shim: bash finds them on PATH; its builtins (echo, true...) run
 without leaving a record, so the analysis' commands are compared only where they name these."""
 
-_SHIM = "#!/bin/sh\nprintf '%s\\036' \"${0##*/}\" \"$@\" > \"$SHIM_LOG/$$\"\n"
-"""One file per run (named by its pid), so that the members of a pipeline never interleave."""
+_SHIM = (
+    "#!/bin/sh\n"
+    "{ printf '%s\\036' \"${0##*/}\" \"$@\"; printf '\\035\\036'; } >> \"$SHIM_LOG/$$\"\n"
+)
+"""One file per process (named by its pid, appended to should a pid come back), so that the
+members of a pipeline never interleave; fields end in \\036, records in \\035."""
 _ANY = None
 """An expected argv entry whose value is known only at run time: matches any entries."""
 
@@ -43,6 +47,9 @@ class Oracle:
     folder: Path
     shims: Path
     log: Path
+    rc: Path
+    """Read by bash before the command: a program that is not found succeeds, so that
+    `x && git` runs `git` as the analysis (which lists both) expects."""
 
     def run(self, command: str) -> list[tuple[str, ...]]:
         """The programs bash ran for `command`, each as (name, *argv)."""
@@ -52,14 +59,15 @@ class Oracle:
         subprocess.run(
             [BASH, "-c", command],
             cwd=self.folder,
-            env={"PATH": str(self.shims), "SHIM_LOG": str(self.log)},
+            env={"PATH": str(self.shims), "SHIM_LOG": str(self.log), "BASH_ENV": str(self.rc)},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=10,
             check=False,
         )
-        records = [p.read_bytes().decode("utf-8", "surrogateescape") for p in self.log.iterdir()]
-        return [tuple(r.split("\036")[:-1]) for r in records]
+        raw = b"".join(p.read_bytes() for p in self.log.iterdir())
+        text = raw.decode("utf-8", "surrogateescape")
+        return [tuple(r.split("\036")[:-1]) for r in text.split("\035\036") if r]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +82,9 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
         (shims / name).symlink_to(shim)
     folder = root / "cwd"
     folder.mkdir()
-    return Oracle(folder=folder, shims=shims, log=root / "log")
+    rc = root / "rc"
+    rc.write_text("command_not_found_handle() { return 0; }\n")
+    return Oracle(folder=folder, shims=shims, log=root / "log", rc=rc)
 
 
 def expected(commands: Sequence[_Simple]) -> list[tuple[str | None, ...]]:
@@ -101,17 +111,22 @@ def _fits(pattern: Sequence[str | None], record: Sequence[str]) -> bool:
 def unexplained(
     ran: Sequence[tuple[str, ...]], listed: Sequence[tuple[str | None, ...]]
 ) -> list[tuple[str, ...]]:
-    """The records of `ran` that no distinct entry of `listed` accounts for."""
-    left = list(listed)
-    missing = []
-    for record in ran:
-        for k, pattern in enumerate(left):
-            if _fits(pattern, record):
-                del left[k]
-                break
-        else:
-            missing.append(record)
-    return missing
+    """The records of `ran` that no distinct entry of `listed` accounts for (a maximum
+    matching, so the order in which pipeline members finish does not matter)."""
+    owner: dict[int, int] = {}  # listed index -> ran index
+
+    def assign(r: int, tried: set[int]) -> bool:
+        for k, pattern in enumerate(listed):
+            if k in tried or not _fits(pattern, ran[r]):
+                continue
+            tried.add(k)
+            if k not in owner or assign(owner[k], tried):
+                owner[k] = r
+                return True
+        return False
+
+    matched = {r for r in range(len(ran)) if assign(r, set())}
+    return [record for r, record in enumerate(ran) if r not in matched]
 
 
 def check_exact(oracle: Oracle, command: str) -> None:
@@ -197,6 +212,7 @@ UNSAFE_BUT_SEEN = [
     "[[ -n x ]] && git push",
     "cat <\\\n<EOF\nls\nEOF",
     "ls ${X:-$(touch w)}",
+    "cat <<EOF && if ls $(cat <<E\nx\nE\n); then git push; fi\nEOF",
 ]
 
 

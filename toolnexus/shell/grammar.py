@@ -116,13 +116,17 @@ class _Parser:
             redirects.clear()
 
         src = self.src
+        closers: list[str] = []  # the reserved words that must close the open `{`, `if`, `while`
+        # Inside `$(...)` and `(...)` here-documents are read at the inner newlines; those of the
+        # enclosing line wait for a newline of their own level (as bash's parser does).
+        outer, self.heredocs = self.heredocs, []
         seen = False  # something since the last separator: `; ls`, `ls && ;` are syntax errors
         pending = False  # after `&&`, `||` or `|` a command must follow (newlines may come first)
         while True:
             while self.i < self.n and src[self.i] in " \t":
                 self.i += 1
             if self.i >= self.n:
-                if until is not None or self.heredocs or pending:
+                if until is not None or self.heredocs or pending or closers:
                     self.unsafe = True
                 break
             c = src[self.i]
@@ -192,6 +196,7 @@ class _Parser:
                 if word.text in _LIST_WORDS:
                     # `{ a; }`, `if a; then b; fi`, `! a`: the simple commands are a and b
                     flush()
+                    self._balance(word.text, closers)
                     continue
                 if word.text in _COMPOUND_WORDS:
                     self.unsafe = True
@@ -199,6 +204,25 @@ class _Parser:
                     self.unsafe = True  # a later line may use the alias as a command name
             words.append(word)
         flush()
+        self.heredocs = outer + self.heredocs
+
+    def _balance(self, reserved: str, closers: list[str]) -> None:
+        """Track `{ }`, `if ... then ... fi`, `while/until ... do ... done`: bash runs nothing
+        of a line whose groups do not close (`{ ls #; }`), so such a line is not safe syntax.
+        `closers` holds, for each open group, the reserved word it expects next."""
+        opener = _OPENERS.get(reserved)
+        if opener is not None:
+            closers.append(opener)
+            return
+        if reserved not in _NEXT:
+            return  # `!`
+        expected, after = _NEXT[reserved]
+        if not closers or closers[-1] != expected:
+            self.unsafe = True
+        elif after is None:
+            closers.pop()
+        else:
+            closers[-1] = after
 
     def _skip_blanks(self) -> bool:
         """Skip spaces and tabs; True when something follows."""
@@ -498,6 +522,13 @@ _LIST_WORDS = frozenset(
     {"{", "}", "!", "if", "then", "else", "elif", "fi", "while", "until", "do", "done"}
 )
 """Reserved words that only join simple commands into lists: dropped, the commands stay."""
+_OPENERS = {"{": "}", "if": "then", "while": "do", "until": "do"}
+_NEXT: dict[str, tuple[str, str | None]] = {
+    "then": ("then", "fi"), "elif": ("fi", "then"), "else": ("fi", "fi"), "fi": ("fi", None),
+    "do": ("do", "done"), "done": ("done", None), "}": ("}", None),
+}  # fmt: skip
+"""For each reserved word inside a group: the word the group must expect, and what it expects
+after it (None: the group is closed)."""
 _COMPOUND_WORDS = frozenset(
     {"case", "esac", "for", "select", "function", "coproc", "[["}
 )
