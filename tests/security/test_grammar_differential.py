@@ -343,7 +343,7 @@ _script = st.lists(_line(), min_size=1, max_size=3).map("\n".join)
 
 
 @settings(
-    max_examples=300,
+    max_examples=200,
     deadline=None,
     database=None,
     derandomize=True,
