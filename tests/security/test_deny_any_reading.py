@@ -410,3 +410,10 @@ def test_a_long_command_with_run_time_words_is_still_judged() -> None:
     command = "foo " + " ".join(f"$X{i}" for i in range(3000))
     assert rule_matches("git push *", command, "deny") is True
     assert rule_matches("git push *", "foo " + "w " * 3000, "deny") is False
+
+
+@pytest.mark.parametrize(
+    "command", ["sort --compress-program=$P -S1 big", "rg --pre $P x", "foo $G push"]
+)
+def test_a_run_time_word_of_a_program_that_may_run_it_is_doubt(command: str) -> None:
+    assert rule_matches("git push *", command, "deny") is True

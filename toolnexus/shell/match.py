@@ -357,15 +357,16 @@ _Token = str | None
 _INERT = frozenset(
     {
         "echo", "printf", "cd", "pushd", "popd", "pwd", "ls", "cat", "head", "tail", "wc",
-        "grep", "egrep", "fgrep", "rg", "mkdir", "rmdir", "touch", "rm", "cp", "mv", "ln",
+        "grep", "egrep", "fgrep", "mkdir", "rmdir", "touch", "rm", "cp", "mv", "ln",
         "chmod", "chown", "stat", "file", "basename", "dirname", "realpath", "readlink",
         "test", "[", "true", "false", ":", "export", "unset", "local", "readonly", "shift",
-        "exit", "return", "sort", "uniq", "cut", "tr", "diff", "less", "more", "du", "df",
-        "date", "sleep", "wait", "tee", "which", "type",
+        "exit", "return", "uniq", "cut", "tr", "diff", "du", "df", "date", "sleep", "wait",
+        "tee", "which", "type",
     }
 )  # fmt: skip
 """Programs that never run their operands: a word known only at run time among their operands
-(`echo $HOME`) is data, not a program that may match a deny rule."""
+(`echo $HOME`) is data, not a program that may match a deny rule. (`sort`, `rg`, `less` are
+not here: `--compress-program`, `--pre` and `LESSOPEN` run programs.)"""
 
 _GIT_VALUE = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--attr-source",
