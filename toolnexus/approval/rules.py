@@ -126,10 +126,14 @@ def compile_rules(
       never matches an allow rule and always matches a deny or ask rule.
     - `command`: a shell command pattern (`git status *`: `*` spans anything, and a trailing
       ` *` also matches nothing, at a word boundary) applied to each sub-command of `&&`,
-      `||`, `;`, `|`, `&` and newlines, past wrappers such as `timeout`, `nice`, `env VAR=..`.
-      In an allow rule *every* sub-command must match and a command that cannot be read
-      statically (`$(...)`, backticks, unbalanced quotes) never does; in a deny or ask rule
-      *any* sub-command matching is enough, including those inside substitutions.
+      `||`, `;`, `|`, `&` and newlines. In an allow rule *every* sub-command must match, past
+      wrappers such as `timeout`, `nice`, `env VAR=..` only when each of their options is
+      understood, and a command that cannot be read statically (`$(...)`, backticks,
+      unbalanced quotes) never does. In a deny or ask rule *any* reading is enough: the
+      pattern may match wherever its program appears as a word (`sudo -u x git push`,
+      `foo git push`), past git's global options (`git -C . push`), inside substitutions and
+      the scripts of `sh -c`, `eval`, `env -S` or a here-document fed to a shell; a program
+      known only at run time (`$X`, a glob, a shell reading a pipe) matches every pattern.
     - `exists`: `true`/`false`. Otherwise a missing argument never matches.
     - `any: [matcher, ...]`, `not: matcher`.
 

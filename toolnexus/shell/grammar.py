@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["analyze", "split_command"]
 
@@ -46,6 +46,12 @@ class _Redirect:
     fd: str
     op: str
     target: str
+    """The word after the operator (for `<<` and `<<-`, the delimiter)."""
+    expands: bool = False
+    """The target contains an expansion or glob: which file it names is known only at run time."""
+    body: str | None = None
+    """A here-document's body (continuation lines joined when its delimiter is unquoted), or a
+    here-string's text: what a shell reading its standard input would run."""
 
     @property
     def writes(self) -> bool:
@@ -91,7 +97,8 @@ class _Parser:
         self.n = len(src)
         self.unsafe = False
         self.commands: list[_Simple] = []
-        self.heredocs: list[tuple[str, bool, bool]] = []
+        self.heredocs: list[tuple[_Redirect, bool]] = []
+        """Here-documents whose bodies start at the next newline: (redirect, delimiter quoted)."""
 
     def _peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -109,11 +116,17 @@ class _Parser:
             redirects.clear()
 
         src = self.src
+        closers: list[str] = []  # the reserved words that must close the open `{`, `if`, `while`
+        # Inside `$(...)` and `(...)` here-documents are read at the inner newlines; those of the
+        # enclosing line wait for a newline of their own level (as bash's parser does).
+        outer, self.heredocs = self.heredocs, []
+        seen = False  # something since the last separator: `; ls`, `ls && ;` are syntax errors
+        pending = False  # after `&&`, `||` or `|` a command must follow (newlines may come first)
         while True:
             while self.i < self.n and src[self.i] in " \t":
                 self.i += 1
             if self.i >= self.n:
-                if until is not None or self.heredocs:
+                if until is not None or self.heredocs or pending or closers:
                     self.unsafe = True
                 break
             c = src[self.i]
@@ -125,19 +138,28 @@ class _Parser:
                 self.i = self.n if end < 0 else end
                 continue
             if c == "\\" and self._peek(1) == "\n":
+                if self.i and src[self.i - 1] in "&|<>(":
+                    # bash joins `&\<newline>&` into `&&`, `<\<newline><` into `<<`...
+                    self.unsafe = True
                 self.i += 2
                 continue
             if c == "\n":
                 flush()
+                seen = False
                 self.i += 1
                 self._read_heredocs()
                 continue
-            if c == "&" and self._peek(1) == ">":
-                self._redirect("", words, redirects)
-                continue
-            if c in ";&|":
+            if c in ";&|" and not (c == "&" and self._peek(1) == ">"):
                 flush()
-                self.i += 2 if self._peek(1) in ("&", "|") and c != ";" else 1
+                double = self._peek(1) in ("&", "|") and c != ";"
+                if not seen:
+                    self.unsafe = True
+                seen, pending = False, double or c == "|"
+                self.i += 2 if double else 1
+                continue
+            seen, pending = True, False
+            if c == "&":  # `&>file`
+                self._redirect("", words, redirects)
                 continue
             if c == "(":
                 self.unsafe = True
@@ -156,14 +178,57 @@ class _Parser:
             word = self._word()
             if (
                 not word.quoted
-                and word.text.isdigit()
+                and (word.text.isdigit() or _FD_VARIABLE.fullmatch(word.text))
                 and self._peek() in ("<", ">")
                 and self._peek(1) != "("
             ):
                 self._redirect(word.text, words, redirects)
                 continue
+            if not words and not word.quoted and not word.expands:
+                if word.text == "time":
+                    # bash's `time [-p] [--]` times the pipeline that follows
+                    while self._skip_blanks() and self._peek() == "-":
+                        option = _PLAIN.match(src, self.i)
+                        if option is None or option.group() not in ("-p", "--"):
+                            break
+                        self.i = option.end()
+                    continue
+                if word.text in _LIST_WORDS:
+                    # `{ a; }`, `if a; then b; fi`, `! a`: the simple commands are a and b
+                    flush()
+                    self._balance(word.text, closers)
+                    continue
+                if word.text in _COMPOUND_WORDS:
+                    self.unsafe = True
+                elif word.text == "alias":
+                    self.unsafe = True  # a later line may use the alias as a command name
             words.append(word)
         flush()
+        self.heredocs = outer + self.heredocs
+
+    def _balance(self, reserved: str, closers: list[str]) -> None:
+        """Track `{ }`, `if ... then ... fi`, `while/until ... do ... done`: bash runs nothing
+        of a line whose groups do not close (`{ ls #; }`), so such a line is not safe syntax.
+        `closers` holds, for each open group, the reserved word it expects next."""
+        opener = _OPENERS.get(reserved)
+        if opener is not None:
+            closers.append(opener)
+            return
+        if reserved not in _NEXT:
+            return  # `!`
+        expected, after = _NEXT[reserved]
+        if not closers or closers[-1] != expected:
+            self.unsafe = True
+        elif after is None:
+            closers.pop()
+        else:
+            closers[-1] = after
+
+    def _skip_blanks(self) -> bool:
+        """Skip spaces and tabs; True when something follows."""
+        while self.i < self.n and self.src[self.i] in " \t":
+            self.i += 1
+        return self.i < self.n
 
     def _redirect(self, fd: str, words: list[_Word], redirects: list[_Redirect]) -> None:
         src = self.src
@@ -171,6 +236,8 @@ class _Parser:
             if src.startswith(op, self.i):
                 break
         self.i += len(op)
+        if src.startswith("\\\n", self.i):
+            self.unsafe = True  # the operator may go on past the line continuation
         while self.i < self.n and src[self.i] in " \t":
             self.i += 1
         if self.i >= self.n or (
@@ -179,31 +246,68 @@ class _Parser:
             self.unsafe = True
             return
         target = self._word()
+        redirect = _Redirect(
+            fd,
+            op,
+            target.text,
+            expands=target.expands or target.glob,
+            body=target.text if op == "<<<" else None,
+        )
         if op in ("<<", "<<-"):
-            self.heredocs.append((target.text, target.quoted, op == "<<-"))
-        redirects.append(_Redirect(fd, op, target.text))
+            self.heredocs.append((redirect, target.quoted))
+        redirects.append(redirect)
 
     def _read_heredocs(self) -> None:
         pending, self.heredocs = self.heredocs, []
-        for delimiter, quoted, strip_tabs in pending:
+        for redirect, quoted in pending:
+            strip_tabs = redirect.op == "<<-"
             body: list[str] = []
             while True:
                 if self.i >= self.n:
                     self.unsafe = True
                     break
-                end = self.src.find("\n", self.i)
-                line = self.src[self.i : self.n if end < 0 else end]
-                self.i = self.n if end < 0 else end + 1
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                line = self._heredoc_line(joined=not quoted)
+                if (line.lstrip("\t") if strip_tabs else line) == redirect.target:
                     break
-                body.append(line)
+                body.append(line.lstrip("\t") if strip_tabs else line)
             text = "\n".join(body)
+            self._set_body(redirect, text)
             if not quoted and ("$(" in text or "`" in text):
                 # An unquoted delimiter lets the body run substitutions.
                 self.unsafe = True
                 self._nested(text)
             elif not quoted and _risky_expansion(text):
                 self.unsafe = True
+
+    def _heredoc_line(self, joined: bool) -> str:
+        """The next line of a here-document body. Under an unquoted delimiter bash joins a line
+        ending in an unescaped backslash with the next one *before* comparing it with the
+        delimiter: `EO\\` then `F` ends a body delimited by `EOF`."""
+        parts: list[str] = []
+        while True:
+            end = self.src.find("\n", self.i)
+            line = self.src[self.i : self.n if end < 0 else end]
+            self.i = self.n if end < 0 else end + 1
+            trailing = len(line) - len(line.rstrip("\\"))
+            if joined and trailing % 2 == 1 and end >= 0:
+                parts.append(line[:-1])
+                continue
+            parts.append(line)
+            return "".join(parts)
+
+    def _set_body(self, redirect: _Redirect, body: str) -> None:
+        """Record a here-document's body on its redirection, already part of a command."""
+        for k in range(len(self.commands) - 1, -1, -1):
+            simple = self.commands[k]
+            for j, r in enumerate(simple.redirects):
+                if r is redirect:
+                    redirects = (
+                        *simple.redirects[:j],
+                        replace(r, body=body),
+                        *simple.redirects[j + 1 :],
+                    )
+                    self.commands[k] = replace(simple, redirects=redirects)
+                    return
 
     def _nested(self, script: str) -> None:
         inner = _Parser(script)
@@ -340,6 +444,8 @@ class _Parser:
         """Read `$...` at the cursor: (text to keep, whether it expands)."""
         src = self.src
         nxt = self._peek(1)
+        if src.startswith("\\\n", self.i + 1):
+            self.unsafe = True  # `$\<newline>(...)` is a substitution
         if nxt == "(":
             self.unsafe = True
             self.i += 2
@@ -393,11 +499,14 @@ class _Parser:
         while j < self.n and src[j] != "'":
             if src[j] == "\\" and j + 1 < self.n:
                 m = _ANSI_ESCAPE.match(src, j)
-                if m is None:
-                    out.append(src[j + 1])
+                if m is None:  # bash keeps the backslash of an escape it does not know
+                    out.append(src[j : j + 2])
                     j += 2
                     continue
-                out.append(_decode_escape(m.group()))
+                text = _decode_escape(m.group())
+                if m.group()[1] in "uU" and ord(text) >= 0x80:
+                    self.unsafe = True  # bash spells it by the locale: `é`, or `\u00E9` in C
+                out.append(text)
                 j = m.end()
                 continue
             out.append(src[j])
@@ -405,9 +514,28 @@ class _Parser:
         if j >= self.n:
             self.unsafe = True
         self.i = min(j + 1, self.n)
-        return "".join(out)
+        # A NUL (`\0`, `\x00`, `\c@`) ends the string: `$'git\0x'` is `git`.
+        return "".join(out).split("\0", 1)[0]
 
 
+_LIST_WORDS = frozenset(
+    {"{", "}", "!", "if", "then", "else", "elif", "fi", "while", "until", "do", "done"}
+)
+"""Reserved words that only join simple commands into lists: dropped, the commands stay."""
+_OPENERS = {"{": "}", "if": "then", "while": "do", "until": "do"}
+_NEXT: dict[str, tuple[str, str | None]] = {
+    "then": ("then", "fi"), "elif": ("fi", "then"), "else": ("fi", "fi"), "fi": ("fi", None),
+    "do": ("do", "done"), "done": ("done", None), "}": ("}", None),
+}  # fmt: skip
+"""For each reserved word inside a group: the word the group must expect, and what it expects
+after it (None: the group is closed)."""
+_COMPOUND_WORDS = frozenset(
+    {"case", "esac", "for", "select", "function", "coproc", "[["}
+)
+"""Reserved words whose grammar this reader does not model (patterns, loop variables, function
+definitions that may shadow any program, `[[`'s own operators): not safe syntax."""
+_FD_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+"""`{fd}>file` opens a file into a new descriptor named by a variable: a redirection."""
 _SPECIAL = frozenset("\\'\"$`*?[]{}")
 _PLAIN = re.compile(r"[^ \t\n;&|()<>\\'\"$`*?\[\]{}]+")
 """A run of characters that mean nothing special inside a word."""
@@ -443,13 +571,16 @@ def _risky_expansion(text: str) -> bool:
 
 
 def _decode_escape(esc: str) -> str:
+    """One escape of `$'...'`. `\\x` and octal escapes make bytes: one past ASCII is spelt as
+    Python's `surrogateescape` spells an undecodable byte of an argv."""
     kind = esc[1]
-    if kind in "xuU":
+    if kind in "uU":
         return chr(min(int(esc[2:], 16), 0x10FFFF))
     if kind == "c":
         return chr(ord(esc[2]) & 0x1F)
-    if kind.isdigit():
-        return chr(int(esc[1:], 8))
+    if kind == "x" or kind.isdigit():
+        byte = int(esc[2:], 16) if kind == "x" else int(esc[1:], 8) & 0xFF
+        return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
     return _SIMPLE_ESCAPES[kind]
 
 

@@ -1,5 +1,18 @@
-"""Command patterns (`git status *`) matched against a command's readings: wrappers stripped,
-scripts of `bash -c` read as commands of their own."""
+"""Command patterns (`git status *`) matched against what a command can run.
+
+Two readings, for the two kinds of rule:
+
+- **Allow** (strict): every simple command must match, looking only past wrappers whose whole
+  option grammar is modelled and that do not change what the command does (`timeout 5 ls`,
+  `env LANG=C ls`, `bash -lc 'ls'`); an option not understood means no match.
+- **Deny and ask** (any reading): a simple command matches when the pattern matches the words
+  starting at *any* position where its program appears (`foo git push`, `sudo -u x git push`,
+  `/usr/bin/git push`), with git's global options skipped for git patterns (`git -C . push`);
+  scripts of `sh -c`, `eval`, `env -S`, `watch`, aliases and here-documents fed to a shell are
+  read as commands of their own. Doubt counts as a match: a program known only at run time
+  (`$X`, a glob, a shell reading a pipe) matches every deny and ask pattern, and a word known
+  only at run time matches any part of a pattern.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +21,135 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .grammar import _Simple, _Word, analyze
+from .grammar import _Redirect, _Simple, _Word, analyze
 
-# --- wrappers -------------------------------------------------------------------------------
+# --- option grammars of wrappers ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """A program's option grammar as getopt_long reads it, stopping at the first operand."""
+
+    flags: str = ""
+    """Short options without a value."""
+    values: str = ""
+    """Short options that take a value: the rest of the cluster, or else the next word."""
+    attached: str = ""
+    """Short options whose value is optional and can only be attached (`xargs -i{}`)."""
+    long_flags: tuple[str, ...] = ()
+    long_values: tuple[str, ...] = ()
+    """Long options whose value is `--name=value` or the next word."""
+    long_optional: tuple[str, ...] = ()
+    """Long options whose value can only be given as `--name=value`."""
+
+    def resolve(self, name: str) -> str | None:
+        """The long option `name` stands for (getopt_long takes any unambiguous prefix)."""
+        names = (*self.long_flags, *self.long_values, *self.long_optional)
+        if name in names:
+            return name
+        found = {n for n in names if n.startswith(name)} if name else set()
+        return found.pop() if len(found) == 1 else None
+
+
+def _skip_options(
+    words: Sequence[_Word], start: int, grammar: _Options, strict: bool
+) -> int | None:
+    """Index of the first operand after the options from `start`.
+
+    `strict`: None when an option is unknown, ambiguous or known only at run time, since then
+    which word is the command cannot be told. Otherwise an unknown option counts as a flag.
+    """
+    i = start
+    while i < len(words):
+        word = words[i]
+        text = word.text
+        if word.expands or word.glob:
+            return None if strict else i
+        if text == "--":
+            return i + 1
+        if text == "-" or not text.startswith("-"):
+            return i
+        if text.startswith("--"):
+            name, eq, _ = text[2:].partition("=")
+            full = grammar.resolve(name)
+            if full is None:
+                if strict:
+                    return None
+                # an unknown or ambiguous long option: it takes a value when any candidate does
+                if not eq and any(n.startswith(name) for n in grammar.long_values):
+                    i += 1
+            elif full in grammar.long_values and not eq:
+                i += 1
+            elif full in grammar.long_flags and eq and strict:
+                return None
+            i += 1
+            continue
+        for j, ch in enumerate(text[1:], start=1):
+            if ch in grammar.values:
+                if j == len(text) - 1:
+                    i += 1  # the value is the next word
+                break
+            if ch in grammar.attached:
+                break
+            if ch not in grammar.flags and strict:
+                return None
+        i += 1
+    return i
+
+
+_TIMEOUT = _Options(
+    flags="fpv",
+    values="ks",
+    long_flags=("foreground", "preserve-status", "verbose"),
+    long_values=("kill-after", "signal"),
+)
+_NICE = _Options(flags="0123456789", values="n", long_values=("adjustment",))
+_STDBUF = _Options(values="ioe", long_values=("input", "output", "error"))
+_ENV = _Options(
+    flags="i0v",
+    values="uCS",
+    long_flags=("ignore-environment", "null", "debug", "list-signal-handling"),
+    long_values=("unset", "chdir", "split-string"),
+    long_optional=("block-signal", "default-signal", "ignore-signal"),
+)
+_ENV_STRICT = _Options(
+    flags="i0", values="u", long_flags=("ignore-environment", "null"), long_values=("unset",)
+)
+"""What an allow rule looks past in `env`: `-C` changes the folder, `-S` splits a script,
+`-v` and the signal options are not worth modelling."""
+_TIME = _Options(flags="p")
+_TIME_ANY = _Options(flags="pqvV", values="fo", long_values=("format", "output"))
+_EXEC = _Options(flags="cl", values="a")
+_COMMAND = _Options(flags="p")
+_COMMAND_ANY = _Options(flags="pvV")
+_XARGS = _Options(
+    flags="0prtx",
+    values="aEIdLnPs",
+    attached="eil",
+    long_flags=(
+        "null", "no-run-if-empty", "interactive", "verbose", "exit", "open-tty", "show-limits",
+    ),
+    long_values=(
+        "arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var",
+    ),
+    long_optional=("eof", "replace", "max-lines"),
+)  # fmt: skip
+_SUDO = _Options(
+    flags="AbEeHiKklnPSsVv",
+    values="CDghpRrTtUu",
+    long_values=(
+        "chdir", "chroot", "close-from", "group", "host", "other-user", "prompt", "role",
+        "type", "command-timeout", "user",
+    ),
+)  # fmt: skip
+_WATCH = _Options(
+    flags="bceprtx",
+    values="nq",
+    long_values=("interval", "equexit"),
+    long_optional=("differences",),
+)
+_GENERIC = _Options()
+"""For a program we know nothing of: every option a flag (deny readings only)."""
 
 _SAFE_VARS = frozenset(
     {
@@ -23,112 +162,118 @@ _SAFE_VARS = frozenset(
 """Variables an allow rule may look past (`LANG=C ls` is `ls`); `PATH=`, `LD_PRELOAD=`, `PAGER=`
 and the like change what runs, so a command setting them only matches a pattern that says so."""
 
-_DENY_ONLY_PREFIXES = frozenset(
-    {"!", "{", "if", "then", "else", "elif", "while", "until", "do", "coproc", "busybox", "setsid"}
-)
 _FIND_RUNNERS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"})
+_DENY_WRAPPERS: dict[str, _Options] = {
+    "sudo": _SUDO, "doas": _Options(flags="ns", values="uC"), "watch": _WATCH,
+    "ionice": _Options(flags="tV", values="cnp"),
+    "chrt": _Options(flags="abdefiomrpRv", values="DPT"),
+    "taskset": _Options(flags="acp"), "setsid": _Options(flags="cfw"),
+    "unbuffer": _Options(flags="p"), "busybox": _GENERIC, "coproc": _GENERIC,
+    "stdbuf": _STDBUF, "nice": _NICE,
+}  # fmt: skip
+"""Programs that run the command after their options, looked past by deny readings only."""
+_SCRIPT_RUNNERS = frozenset({"watch", "ssh", "su", "runuser", "flock", "script"})
+"""Programs that hand some of their words to a shell (`watch 'git push'`, `su -c 'cmd'`):
+deny readings read every later word as a script too."""
 
 
-def _options(
-    words: Sequence[_Word], start: int, with_value: str, long_with_value: Sequence[str] = ()
-) -> int:
-    """Index of the first non-option word, skipping options (and their values) from `start`."""
-    i = start
-    while i < len(words):
-        text = words[i].text
-        if text == "--":
-            return i + 1
-        if not text.startswith("-") or text == "-":
-            return i
-        if text.startswith("--"):
-            if text in long_with_value:
-                i += 1
-        elif text[1] in with_value and len(text) == 2:
-            i += 1
-        i += 1
-    return i
+def _name(word: _Word) -> str:
+    return word.text.rsplit("/", 1)[-1]
 
 
-def _strip_once(words: Sequence[_Word], deny: bool) -> list[_Word] | None:
-    """`words` without their outermost wrapper, or None when they do not start with one.
+def _wrapper_end(words: Sequence[_Word], deny: bool) -> int | None:
+    """Where the command wrapped by `words[0]` starts, or None when `words` do not start with
+    a wrapper an allow (`deny=False`) or deny reading looks past.
 
-    `deny` views look past everything that could hide a command (any assignment, `sudo`,
-    `if`/`then`...); allow views only past wrappers that do not change what the command does.
+    Allow readings only look past wrappers that do not change what the command does, and only
+    when each of their options is understood; deny readings look past everything that could
+    hide a command (any assignment, `sudo`, `xargs`, `find -exec`...).
     """
     if not words:
         return None
+    strict = not deny
     if words[0].assignment is not None:
         i = 0
-        while i < len(words) and (name := words[i].assignment) is not None:
-            if not deny and name not in _SAFE_VARS:
+        while i < len(words) and (var := words[i].assignment) is not None:
+            if strict and var not in _SAFE_VARS:
                 return None
             i += 1
-        return list(words[i:])
-    name = words[0].text
-    if deny:
-        name = name.rsplit("/", 1)[-1]
+        return i
+    first = words[0]
+    if first.expands or first.glob:
+        return None
+    name = _name(first) if deny else first.text
     rest: int | None = None
     if name in ("nohup", "builtin", "noglob"):
         rest = 1
     elif name == "command":
-        if len(words) > 1 and words[1].text in ("-v", "-V"):
+        if len(words) > 1 and words[1].text in ("-v", "-V") and strict:
             return None
-        rest = 2 if len(words) > 1 and words[1].text == "-p" else 1
+        rest = _skip_options(words, 1, _COMMAND_ANY if deny else _COMMAND, strict)
     elif name == "exec":
-        rest = _options(words, 1, "a")
+        rest = _skip_options(words, 1, _EXEC, strict)
     elif name == "timeout":
-        rest = _options(words, 1, "ks", ("--kill-after", "--signal")) + 1
+        end = _skip_options(words, 1, _TIMEOUT, strict)
+        rest = None if end is None else end + 1  # the duration
     elif name == "time":
-        i = _options(words, 1, "fo", ("--format", "--output"))
-        if not deny and any(w.text.startswith(("-o", "--o", "-a", "--a")) for w in words[1:i]):
-            return None  # `time -o FILE` writes FILE
-        rest = i
+        rest = _skip_options(words, 1, _TIME_ANY if deny else _TIME, strict)
     elif name == "nice":
-        rest = _options(words, 1, "n", ("--adjustment",))
+        rest = _skip_options(words, 1, _NICE, strict)
     elif name == "stdbuf":
-        rest = _options(words, 1, "ioe", ("--input", "--output", "--error"))
+        rest = _skip_options(words, 1, _STDBUF, strict)
     elif name == "xargs":
-        rest = _options(
-            words, 1, "adEILnPs", ("--arg-file", "--delimiter", "--max-args", "--max-procs")
-        )
+        rest = _skip_options(words, 1, _XARGS, strict)
     elif name == "env":
-        i = _options(words, 1, "uC", ("--unset", "--chdir"))
-        for j in range(1, i):
-            flag = words[j].text
-            if flag.startswith(("-S", "--split-string")):
-                # `env -S 'cmd args'` runs a command written inside one string.
-                if not deny:
-                    return None
-                if flag in ("-S", "--split-string"):
-                    script, after = (words[j + 1].text if j + 1 < len(words) else ""), j + 2
-                else:
-                    script, after = flag.split("=", 1)[-1].removeprefix("-S"), j + 1
-                return [_Word(t) for t in script.split()] + list(words[after:]) or None
+        i = _skip_options(words, 1, _ENV if deny else _ENV_STRICT, strict)
+        if i is None:
+            return None
         while i < len(words) and (var := words[i].assignment) is not None:
-            if not deny and var not in _SAFE_VARS:
+            if strict and var not in _SAFE_VARS:
                 return None
             i += 1
         rest = i
-    elif deny and name in ("sudo", "doas"):
-        rest = _options(words, 1, "ugCDhprtTU", ("--user", "--group", "--chdir"))
-    elif deny and name in _DENY_ONLY_PREFIXES:
-        rest = 1
-    elif deny and name == "function":
-        rest = 2
-    elif deny and name == "watch":
-        rest = _options(words, 1, "nq", ("--interval", "--equexit"))
-    elif deny and name == "find":
-        # `find ... -exec rm {} +` runs the words after the action
-        starts = [i + 1 for i, w in enumerate(words) if w.text in _FIND_RUNNERS]
-        rest = starts[0] if starts else None
+    elif deny and name in _DENY_WRAPPERS:
+        rest = _skip_options(words, 1, _DENY_WRAPPERS[name], strict)
     if rest is None or rest >= len(words):
         return None
-    return list(words[rest:])
+    return rest
+
+
+def _split_string(words: Sequence[_Word], end: int) -> list[str]:
+    """The scripts of `env -S SCRIPT` / `--split-string=SCRIPT` among `env`'s options."""
+    scripts: list[str] = []
+    for j in range(1, end):
+        text = words[j].text
+        if text.startswith("--"):
+            name, eq, value = text[2:].partition("=")
+            if name and "split-string".startswith(name) and len(name) >= 2:
+                scripts.append(value if eq else (words[j + 1].text if j + 1 < len(words) else ""))
+        elif text.startswith("-") and not text.startswith("--"):
+            k = text.find("S")
+            if k > 0 and not any(ch in "uC" for ch in text[1:k]):
+                value = text[k + 1 :]
+                scripts.append(value or (words[j + 1].text if j + 1 < len(words) else ""))
+    return scripts
+
+
+def _strip_once(words: Sequence[_Word], deny: bool) -> list[_Word] | None:
+    """`words` without their outermost wrapper, or None when they do not start with one (see
+    `_wrapper_end`)."""
+    end = _wrapper_end(words, deny)
+    return None if end is None else list(words[end:])
+
+
+_SHELL_STRICT = _Options(flags="celuvxf", values="o", long_flags=("noprofile", "norc", "posix"))
+"""Shell options an allow reading looks past: `-i` and `--rcfile` would run startup files."""
+_SHELL_ANY = _Options(
+    flags="abcefhiklmnprstuvxBCEHPT", values="oO", long_values=("rcfile", "init-file")
+)
 
 
 def _inline_script(words: Sequence[_Word]) -> str | None:
-    """The script of `bash -c SCRIPT` / `sh -lc SCRIPT` / `eval ARGS...`, if that is what runs."""
+    """The script of `bash -c SCRIPT` / `sh -lc SCRIPT` / `eval ARGS...`, if that is what runs
+    (as an allow rule reads it: every option before the script understood)."""
     if not words:
         return None
     name = words[0].text.rsplit("/", 1)[-1]
@@ -136,16 +281,16 @@ def _inline_script(words: Sequence[_Word]) -> str | None:
         return " ".join(w.text for w in words[1:])
     if name not in _SHELLS:
         return None
-    for i in range(1, len(words)):
-        text = words[i].text
-        if text.startswith("--"):
-            continue
-        if text.startswith(("-", "+")) and len(text) > 1:
-            if text[0] == "-" and "c" in text[1:]:
-                return words[i + 1].text if i + 1 < len(words) else None
-            continue
+    end = _skip_options(words, 1, _SHELL_STRICT, strict=True)
+    if end is None or end >= len(words):
         return None
-    return None
+    options = [w.text for w in words[1:end] if w.text.startswith("-") and w.text != "--"]
+    if not any("c" in o[1:] for o in options if not o.startswith("--")):
+        return None
+    return words[end].text
+
+
+# --- allow readings -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,39 +301,27 @@ class _View:
     """`text` followed by the redirections, for patterns that mention `>` or `<`."""
     writes: bool
     unknown: bool = False
-    """The command name is only known at run time (`$CMD`, `{rm,x}`, `r?`): it may be any
-    program, so every deny and ask pattern matches and no allow pattern does."""
+    """The command name is only known at run time (`$CMD`, `{rm,x}`, `r?`)."""
 
 
-def _views(command: _Simple, deny: bool) -> list[_View]:
+def _views(command: _Simple) -> list[_View]:
+    """The simple command as allow rules see it: as written, and past each harmless wrapper."""
     full_suffix = " ".join(r.render() for r in command.redirects)
     writes = any(r.writes for r in command.redirects)
     views: list[_View] = []
     words: list[_Word] | None = list(command.words)
     while words is not None:
         unknown = bool(words) and (words[0].expands or words[0].glob)
-        spellings = [words]
-        if deny and words and "/" in words[0].text:
-            # `/bin/rm` runs rm: deny views also see the program's bare name
-            spellings.append([_Word(words[0].text.rsplit("/", 1)[-1]), *words[1:]])
-        for spelling in spellings:
-            text = " ".join(w.text for w in spelling)
-            full = f"{text} {full_suffix}" if full_suffix else text
-            views.append(_View(text, full, writes, unknown))
-        words = _strip_once(words, deny)
+        text = " ".join(w.text for w in words)
+        full = f"{text} {full_suffix}" if full_suffix else text
+        views.append(_View(text, full, writes, unknown))
+        words = _strip_once(words, deny=False)
     return views
-
-
-def _stripped(command: _Simple, deny: bool) -> list[_Word]:
-    words: list[_Word] = list(command.words)
-    while (nxt := _strip_once(words, deny)) is not None:
-        words = nxt
-    return words
 
 
 @dataclass(frozen=True, slots=True)
 class _Reading:
-    """How a rule of one kind (allow, or deny/ask) reads one simple command."""
+    """How an allow rule reads one simple command."""
 
     views: tuple[_View, ...]
     scripts: tuple[str, ...]
@@ -196,27 +329,218 @@ class _Reading:
 
 
 @functools.lru_cache(maxsize=512)
-def _readings(command: str, deny: bool) -> tuple[_Reading, ...] | None:
-    """Every simple command of `command` as rules of one kind read it; None when an allow rule
-    cannot read it. Cached: the same line meets several rules, often on the same call."""
+def _allow_readings(command: str) -> tuple[_Reading, ...] | None:
+    """Every simple command of `command` as allow rules read it; None when the command cannot
+    be read statically. Cached: the same line meets several rules, often on the same call."""
     analysis = analyze(command)
-    if not deny and not analysis.safe_syntax:
+    if not analysis.safe_syntax:
         return None
     readings = []
     for simple in analysis.commands:
-        if deny:
-            scripts = {
-                script
-                for words in (list(simple.words), _stripped(simple, deny=True))
-                if (script := _inline_script(words)) is not None
-            }
-        elif any(r.writes for r in simple.redirects):
-            scripts = set()
-        else:
-            script = _inline_script(_stripped(simple, deny=False))
-            scripts = set() if script is None else {script}
-        readings.append(_Reading(tuple(_views(simple, deny)), tuple(sorted(scripts))))
+        scripts: set[str] = set()
+        if not any(r.writes for r in simple.redirects):
+            words = list(simple.words)
+            while (nxt := _strip_once(words, deny=False)) is not None:
+                words = nxt
+            if (script := _inline_script(words)) is not None:
+                scripts.add(script)
+        readings.append(_Reading(tuple(_views(simple)), tuple(sorted(scripts))))
     return tuple(readings)
+
+
+# --- deny and ask readings ------------------------------------------------------------------
+
+_STAR = None
+"""A token that stands for any text: a `*` of a pattern, or a word known only at run time."""
+_Token = str | None
+
+_INERT = frozenset(
+    {
+        "echo", "printf", "cd", "pushd", "popd", "pwd", "ls", "cat", "head", "tail", "wc",
+        "grep", "egrep", "fgrep", "mkdir", "rmdir", "touch", "rm", "cp", "mv", "ln",
+        "chmod", "chown", "stat", "file", "basename", "dirname", "realpath", "readlink",
+        "test", "[", "true", "false", ":", "export", "unset", "local", "readonly", "shift",
+        "exit", "return", "uniq", "cut", "tr", "diff", "du", "df", "date", "sleep", "wait",
+        "tee", "which", "type",
+    }
+)  # fmt: skip
+"""Programs that never run their operands: a word known only at run time among their operands
+(`echo $HOME`) is data, not a program that may match a deny rule. (`sort`, `rg`, `less` are
+not here: `--compress-program`, `--pre` and `LESSOPEN` run programs.)"""
+
+_GIT_VALUE = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--attr-source",
+     "--super-prefix"}
+)  # fmt: skip
+"""git's global options (`git help git`) that take the next word as their value."""
+
+_DP_BUDGET = 2_000_000
+"""Steps of wildcard matching spent on one simple command and pattern before doubt decides."""
+_MAX_DEPTH = 16
+"""Scripts inside scripts deeper than this are not read: they match every deny and ask rule
+and no allow rule (doubt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A way to read part of a simple command as a command: `words[start]` as the program,
+    followed by `words[rest:]` (or by anything at all when `rest` is None)."""
+
+    start: int
+    rest: int | None
+    head: bool
+    """`words[start]` is where the shell or a known wrapper runs a program."""
+    more: bool = False
+    """Words nobody has seen yet follow (`xargs` appends the words it reads)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _DenyReading:
+    """How deny and ask rules read one simple command."""
+
+    words: tuple[_Word, ...]
+    redirects: tuple[_Redirect, ...]
+    candidates: tuple[_Candidate, ...]
+    scripts: tuple[str, ...]
+    """Scripts this command may run (`sh -c`, `eval`, here-documents fed to a shell...)."""
+    unknown: bool
+    """Something runs that cannot be seen (a program known only at run time, a shell reading a
+    pipe): every deny and ask pattern matches."""
+
+
+def _heads(words: Sequence[_Word]) -> list[int]:
+    """Positions where a program runs: the first word after assignments and each wrapper."""
+    heads: list[int] = []
+    base = 0
+    while base < len(words):
+        heads.append(base)
+        end = _wrapper_end(words[base:], deny=True)
+        name = _name(words[base])
+        if name == "find":
+            for k in range(base + 1, len(words)):
+                if words[k].text in _FIND_RUNNERS and k + 1 < len(words):
+                    heads.append(k + 1)
+        if end is None:
+            break
+        base += end
+    return sorted(set(heads))
+
+
+def _git_rest(words: Sequence[_Word], start: int, scripts: list[str]) -> int | None:
+    """Where git's subcommand is, past its global options; None when it cannot be told (an
+    alias defined on the command line, `-c alias.x=...`). Records `!` alias scripts."""
+    i = start + 1
+    alias = False
+    while i < len(words):
+        text = words[i].text
+        if text == "--" or not text.startswith("-") or words[i].expands:
+            break
+        value = None
+        if text in _GIT_VALUE:
+            value = words[i + 1].text if i + 1 < len(words) else ""
+            i += 1
+        elif "=" in text and text.startswith("--"):
+            value = text.split("=", 1)[1]
+        if value is not None and text.startswith(("-c", "--config-env")):
+            key, _, script = value.partition("=")
+            if key.lower().startswith("alias."):
+                alias = True
+                if script.startswith("!"):
+                    scripts.append(script[1:])
+        i += 1
+    if alias:
+        return None
+    return i if i < len(words) else len(words)
+
+
+def _shell_scripts(
+    words: Sequence[_Word], start: int, redirects: Sequence[_Redirect]
+) -> tuple[list[str], bool]:
+    """The scripts a shell at `words[start]` may run, and whether it reads one we cannot see
+    (standard input from a pipe or a file)."""
+    end = _skip_options(words, start + 1, _SHELL_ANY, strict=False)
+    end = len(words) if end is None else end
+    options = [w.text for w in words[start + 1 : end] if w.text.startswith("-")]
+    command = any("c" in o[1:] for o in options if not o.startswith("--"))
+    if command:
+        return ([words[end].text] if end < len(words) else []), False
+    stdin = end >= len(words) or any("s" in o[1:] for o in options if not o.startswith("--"))
+    if not stdin and words[end].text not in _STDIN:
+        return [], False  # a script file: what it holds is not on the command line
+    return _stdin_scripts(redirects)
+
+
+def _stdin_scripts(redirects: Sequence[_Redirect]) -> tuple[list[str], bool]:
+    """The here-documents and here-strings a command reads as its script, and whether it
+    reads one we cannot see instead (a pipe, a file)."""
+    bodies = [r.body for r in redirects if r.body is not None]
+    return bodies, not bodies
+
+
+_STDIN = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+
+def _deny_reading(simple: _Simple) -> _DenyReading:
+    words = simple.words
+    heads = _heads(words)
+    program = words[heads[-1]] if heads else None
+    inert = program is not None and not program.expands and _name(program) in _INERT
+    feeders = [h for h in heads if _name(words[h]) == "xargs"]
+    fed = feeders[0] if feeders else len(words)
+    candidates: list[_Candidate] = []
+    scripts: list[str] = []
+    unknown = False
+    for start, word in enumerate(words):
+        head = start in heads
+        more = start > fed
+        if word.quoted and ("$(" in word.text or "`" in word.text):
+            # a quoted substitution may be evaluated later: `x='$(cmd)'; echo ${x@P}`
+            scripts.append(word.text)
+        if _runtime(word):
+            if head:
+                unknown = True  # the program is known only at run time
+            elif not inert:
+                candidates.append(_Candidate(start, start + 1, head, more))
+            continue
+        candidates.append(_Candidate(start, start + 1, head, more))
+        name = _name(word)
+        if name == "git":
+            rest = _git_rest(words, start, scripts)
+            if rest != start + 1:
+                candidates.append(_Candidate(start, rest, head, more))
+        elif name in _SHELLS and (head or any("c" in w.text for w in words[start + 1 :])):
+            found, blind = _shell_scripts(words, start, simple.redirects if head else ())
+            scripts.extend(found)
+            unknown |= blind and head
+        elif name == "eval" and head:
+            scripts.append(" ".join(w.text for w in words[start + 1 :]))
+        elif name == "env":
+            scripts.extend(_split_string(words[start:], len(words) - start))
+        elif name in ("source", ".") and head:
+            if start + 1 < len(words) and words[start + 1].text in _STDIN:
+                found, blind = _stdin_scripts(simple.redirects)
+                scripts.extend(found)
+                unknown |= blind
+        elif name == "trap" and head:
+            scripts.extend(w.text for w in words[start + 1 :])
+        elif name == "alias" and head:
+            scripts.extend(w.text.split("=", 1)[1] for w in words[start + 1 :] if "=" in w.text)
+        elif name in _SCRIPT_RUNNERS and head:
+            scripts.extend(w.text for w in words[start + 1 :])
+    return _DenyReading(
+        words=words,
+        redirects=simple.redirects,
+        candidates=tuple(candidates),
+        scripts=tuple(dict.fromkeys(scripts)),
+        unknown=unknown,
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _deny_readings(command: str) -> tuple[_DenyReading, ...]:
+    """Every simple command of `command`, including those inside substitutions of a command
+    that cannot be read statically, as deny and ask rules read them. Cached like allows'."""
+    return tuple(_deny_reading(simple) for simple in analyze(command).commands)
 
 
 # --- command patterns -----------------------------------------------------------------------
@@ -230,8 +554,19 @@ class CommandPattern:
     regex: re.Pattern[str]
     redirects: bool
     """The pattern mentions `>` or `<`, so it is matched against the redirections too."""
+    tokens: tuple[_Token, ...] = ()
+    """The pattern as characters and `_STAR`s, for matching words known only at run time."""
+    tail: bool = False
+    """The pattern ends in ` *`: it also matches nothing more, at a word boundary."""
+    program: str | None = None
+    """The name of the program the pattern starts with (without a folder), if written out."""
+    prefix: str = ""
+    """What the pattern's first word starts with before its first `*` (when `program` is
+    None). A pattern starting with `*` matches a command whenever it matches a part of it, so
+    only the whole command needs trying."""
 
     def matches(self, view: _View, strict: bool) -> bool:
+        """Whether an allow reading's view matches (`strict`), or a deny reading's."""
         if view.unknown:
             return not strict
         if self.redirects:
@@ -240,6 +575,10 @@ class CommandPattern:
             return False
         return self.regex.fullmatch(view.text) is not None
 
+    def matches_tokens(self, tokens: Sequence[_Token]) -> bool:
+        """Whether some values of the `_STAR`s in `tokens` make them match this pattern."""
+        return _intersects(self.tokens, self.tail, tokens)
+
 
 def compile_command_pattern(pattern: str) -> CommandPattern:
     """Compile a command pattern: `*` spans anything; a trailing ` *` (or legacy `:*`) also
@@ -247,32 +586,154 @@ def compile_command_pattern(pattern: str) -> CommandPattern:
     text = " ".join(pattern.split())
     if text.endswith(":*"):
         text = text[:-2].rstrip() + " *"
-    tail = ""
-    if text.endswith(" *"):
+    tail = text.endswith(" *")
+    if tail:
         text = text[:-2]
-        tail = "(?: .*)?"
     body = ".*".join(re.escape(part) for part in text.split("*"))
-    regex = re.compile(body + tail, re.DOTALL)
-    return CommandPattern(source=pattern, regex=regex, redirects=bool(set(text) & {">", "<"}))
+    regex = re.compile(body + ("(?: .*)?" if tail else ""), re.DOTALL)
+    first = text.split(" ", 1)[0]
+    tokens = tuple(_STAR if ch == "*" else ch for ch in text)
+    return CommandPattern(
+        source=pattern,
+        regex=regex,
+        redirects=bool(set(text) & {">", "<"}),
+        tokens=tokens,
+        tail=tail,
+        program=None if "*" in first else first.rsplit("/", 1)[-1],
+        prefix=first.split("*", 1)[0],
+    )
+
+
+def _intersects(pattern: Sequence[_Token], tail: bool, subject: Sequence[_Token]) -> bool:
+    """Do two texts with wildcards (`_STAR`: any string) have a common value? `tail`: the
+    pattern may also be followed by a space and anything."""
+    n, m = len(pattern), len(subject)
+    reach = [[False] * (m + 1) for _ in range(n + 1)]
+    reach[0][0] = True
+    for i in range(n + 1):
+        row = reach[i]
+        for j in range(m + 1):
+            if not row[j]:
+                continue
+            p = pattern[i] if i < n else ""
+            s = subject[j] if j < m else ""
+            if p is _STAR:
+                reach[i + 1][j] = True
+                if j < m:
+                    row[j + 1] = True
+            if s is _STAR:
+                row[j + 1] = True
+                if i < n:
+                    reach[i + 1][j] = True
+            if i < n and j < m and p is not _STAR and s is not _STAR and p == s:
+                reach[i + 1][j + 1] = True
+    if reach[n][m]:
+        return True
+    if tail:
+        return any(reach[n][j] and subject[j] in (" ", _STAR) for j in range(m))
+    return False
+
+
+def _runtime(word: _Word) -> bool:
+    """Whether `word`'s value is decided at run time: an expansion, a glob, or the `{}` that
+    `find -exec` and `xargs -I{}` replace with names they find."""
+    return word.expands or word.glob or "{}" in word.text
+
+
+def _word_tokens(word: _Word, text: str | None = None) -> list[_Token]:
+    """`word` (or `text`, a spelling of it) as tokens: a word known only at run time is any
+    text; a glob keeps its literal characters (a brace expansion is any text)."""
+    text = word.text if text is None else text
+    if word.expands or (word.glob and "{" in text) or "{}" in text:
+        return [_STAR]
+    if word.glob:
+        return [_STAR if ch in "*?[]" else ch for ch in text]
+    return list(text)
+
+
+def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
+    words = reading.words
+    suffix: list[_Token] = []
+    if pattern.redirects:
+        for r in reading.redirects:
+            suffix += [" ", *r.render().removesuffix(r.target)]
+            suffix += [_STAR] if r.expands else list(r.target)
+    budget = _DP_BUDGET
+    for candidate in reading.candidates:
+        first = words[candidate.start]
+        names = [first.text]
+        name = _name(first)
+        if not first.expands:
+            if not candidate.head and not first.glob:
+                if pattern.program is not None and name != pattern.program:
+                    continue
+                if pattern.program is None and not (
+                    pattern.prefix
+                    and (first.text.startswith(pattern.prefix) or name.startswith(pattern.prefix))
+                ):
+                    continue
+            if name != first.text:
+                names.append(name)
+        rest = words[candidate.rest :] if candidate.rest is not None else ()
+        literal = candidate.rest is not None and not candidate.more
+        if literal and not any(_runtime(w) for w in (first, *rest)):
+            for spelling in names:
+                text = " ".join((spelling, *(w.text for w in rest)))
+                if pattern.redirects:
+                    text = " ".join((text, *(r.render() for r in reading.redirects)))
+                if pattern.regex.fullmatch(text) is not None:
+                    return True
+            continue
+        for spelling in names:
+            tokens = _word_tokens(first, spelling)
+            if candidate.rest is None:
+                tokens += [" ", _STAR]
+            for w in rest:
+                tokens += [" ", *_word_tokens(w)]
+            if candidate.more:
+                tokens += [" ", _STAR]
+            tokens += suffix
+            budget -= len(tokens) * (len(pattern.tokens) + 1)
+            if budget < 0 or pattern.matches_tokens(tokens):
+                return True  # past the budget, doubt: a match
+    return False
 
 
 def command_matches(command: str, patterns: Sequence[CommandPattern], *, strict: bool) -> bool:
     """Do `patterns` cover `command`?
 
     `strict` (allow rules): the command must parse safely and *every* simple command must match
-    some pattern, looking only past harmless wrappers; a simple command that writes a file
-    through a redirection only matches a pattern that mentions the redirection.
-    Not strict (deny and ask rules): *any* simple command matching is enough, including those
-    found inside substitutions of an unparseable command, looking past every wrapper.
+    some pattern, looking only past harmless wrappers whose options are all understood; a
+    simple command that writes a file through a redirection only matches a pattern that
+    mentions the redirection.
+    Not strict (deny and ask rules): *any* reading of any simple command matching is enough
+    (see the module's docstring), including those found inside substitutions of an unparseable
+    command.
     """
-    readings = _readings(command, not strict)
     if strict:
-        return bool(readings) and all(_covered(r, patterns, True) for r in readings or ())
-    return any(_covered(r, patterns, False) for r in readings or ())
+        return _allowed(command, patterns, 0)
+    return _denied(command, patterns, 0)
 
 
-def _covered(reading: _Reading, patterns: Sequence[CommandPattern], strict: bool) -> bool:
-    if any(p.matches(v, strict) for v in reading.views for p in patterns):
+def _allowed(command: str, patterns: Sequence[CommandPattern], depth: int) -> bool:
+    readings = _allow_readings(command) if depth <= _MAX_DEPTH else None
+    return bool(readings) and all(_covered(r, patterns, depth) for r in readings or ())
+
+
+def _covered(reading: _Reading, patterns: Sequence[CommandPattern], depth: int) -> bool:
+    if any(p.matches(v, True) for v in reading.views for p in patterns):
         return True
-    return any(command_matches(s, patterns, strict=strict) for s in reading.scripts)
+    return any(_allowed(s, patterns, depth + 1) for s in reading.scripts)
 
+
+def _denied(command: str, patterns: Sequence[CommandPattern], depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return True
+    for reading in _deny_readings(command):
+        if reading.unknown:
+            return True
+        if any(_deny_hits(reading, p) for p in patterns):
+            return True
+        if any(_denied(s, patterns, depth + 1) for s in reading.scripts):
+            return True
+    return False
