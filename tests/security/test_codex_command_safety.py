@@ -22,10 +22,6 @@ DIFFERENCES = {
     "echo $HOME": "echo only prints: a variable's value cannot make it do anything else",
     'echo "hi $USER"': "echo only prints: a variable's value cannot make it do anything else",
     "echo hi & echo bye": "a background job of a read-only program still only reads",
-    "ls &&": "bash rejects the line as a syntax error before running any of it",
-    "&& ls": "bash rejects the line as a syntax error before running any of it",
-    "ls ;; pwd": "bash rejects the line as a syntax error before running any of it",
-    "ls | | wc": "bash rejects the line as a syntax error before running any of it",
 }
 """Scripts Codex asks for that we run unasked, and why that is safe."""
 
