@@ -459,7 +459,7 @@ async def test_a_crashed_server_restarts_on_the_next_call_then_backs_off(tmp_pat
         with pytest.raises(ToolError) as crash:
             await call(server, "crash")
         assert crash.value.retryable and "closed the connection" in crash.value.message
-        assert server.status.state is McpServerState.FAILED
+        assert server.status.state is McpServerState.CRASHED  # live, not the build's "ready"
         assert "restarted on the next call" in (server.status.reason or "")
 
         result = await call(server, "echo", text="back")
