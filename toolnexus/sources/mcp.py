@@ -757,8 +757,15 @@ class McpServer:
                         cache=None,
                     )
                     conn.session = client
-                    await stack.enter_async_context(client)
-                    listing = await _list_all(client, conn)
+                    try:
+                        await stack.enter_async_context(client)
+                        listing = await _list_all(client, conn)
+                    except Exception as exc:
+                        # Reported at once: the transport's shutdown (seconds, for a stdio
+                        # server that does not exit) comes after, in this task.
+                        conn.error = exc
+                        conn.ready.set()
+                        raise
                     self._install(listing, client.protocol_version, conn)
                     conn.client = client
                     conn.alive = not conn.ended.is_set()
@@ -769,8 +776,8 @@ class McpServer:
                         tg.cancel_scope.cancel()
         except Exception as exc:  # noqa: BLE001 - the boundary: whatever the SDK raised
             # ends this connection; it is recorded in the status and reported to its waiter.
-            conn.error = exc
-            if conn.ready.is_set() and not conn.closing:
+            conn.error = conn.error or exc
+            if conn.client is not None and not conn.closing:
                 logger.warning("MCP server '%s' failed: %s", self.spec.name, leaf_exception(exc))
         finally:
             conn.mark_ended()
