@@ -8,7 +8,8 @@ Run: `python faults.py [--http PORT] [--status-file FILE] [--token TOKEN] [--sta
 - `--http PORT` serves streamable HTTP on 127.0.0.1:PORT at `/mcp`. `--token TOKEN` answers 401
   without an `Authorization` header and 403 with a wrong one; `--status-file FILE` answers
   every request with the HTTP status written in FILE while it exists (a server that starts
-  failing mid-session).
+  failing mid-session), or never answers while FILE says `hang`. `--json-response` answers
+  requests with plain JSON instead of server-sent events.
 - `--start-with BYTES` writes BYTES (a Python bytes literal) onto the stdio wire before serving.
 """
 
@@ -99,18 +100,21 @@ async def _serve_stdio(start_with: bytes) -> None:
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
-def _guarded_app(token: str | None, status_file: Path | None) -> Any:
+def _guarded_app(token: str | None, status_file: Path | None, json_response: bool) -> Any:
     """The MCP app behind a gate that answers with an HTTP error status, as a proxy would."""
     from starlette.responses import PlainTextResponse
 
-    app = server.streamable_http_app()
+    app = server.streamable_http_app(json_response=json_response)
 
     async def gate(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = dict(scope["headers"])
             status = None
             if status_file is not None and status_file.exists():
-                status = int(status_file.read_text().strip())
+                written = status_file.read_text().strip()
+                if written == "hang":
+                    await anyio.sleep_forever()
+                status = int(written)
             elif token is not None:
                 given = headers.get(b"authorization")
                 if given is None:
@@ -132,6 +136,7 @@ def main() -> None:
     parser.add_argument("--token", default=None)
     parser.add_argument("--status-file", type=Path, default=None)
     parser.add_argument("--start-with", default="")
+    parser.add_argument("--json-response", action="store_true")
     options = parser.parse_args()
     if options.http is None:
         start = ast.literal_eval(options.start_with) if options.start_with else b""
@@ -139,7 +144,7 @@ def main() -> None:
         return
     import uvicorn
 
-    app = _guarded_app(options.token, options.status_file)
+    app = _guarded_app(options.token, options.status_file, options.json_response)
     uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
 
 

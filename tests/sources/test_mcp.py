@@ -858,3 +858,48 @@ def test_a_refused_answer_and_a_broken_stream_are_explained() -> None:
         broken="it wrote a line that is not JSON-RPC: 'x'",
     )
     assert "broke the MCP protocol during 't'" in broken.message and broken.retryable
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def _manifest_with_bad_tools(tmp_path: Path) -> Path:
+    path = tmp_path / "tools.yaml"
+    server = (
+        f"{{command: {sys.executable}, args: ['{SERVERS / 'bad_tools.py'}'], connect_timeout: 60}}"
+    )
+    path.write_text(f"version: 1\nmcp_servers:\n  bad: {server}\n")
+    return path
+
+
+def test_doctor_and_validate_connect_list_skipped_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolnexus.cli import main
+
+    path = _manifest_with_bad_tools(tmp_path)
+    assert main(["doctor", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mcp bad          ok  2 tools" in out
+    assert "skipped 'bad_schema': its inputSchema is not a valid JSON Schema" in out
+    assert "skipped 'no_schema': it has no inputSchema" in out
+
+    assert main(["validate", "--connect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "not started" not in out
+    assert "skipped 'not_object'" in out
+
+    assert main(["validate", str(path)]) == 0
+    assert "1 MCP server (not started)" in capsys.readouterr().out
+
+
+def test_validate_connect_fails_when_a_server_does_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolnexus.cli import main
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(f"version: 1\nmcp_servers:\n  gone: {{command: {tmp_path / 'nothing'}}}\n")
+    assert main(["validate", "--connect", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "mcp gone" in out and "failed" in out and "not found" in out
