@@ -350,6 +350,7 @@ async def test_tools_list_changed_refreshes_a_legacy_session() -> None:
         with anyio.fail_after(5):
             await changed.wait()
         assert (await call(server, "fresh_legacy", x=1)).content == "fresh_legacy:1"
+        assert server.status.tools_changed == 1  # live: the change shows in the status
     finally:
         await server.aclose()
 
