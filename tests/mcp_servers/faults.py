@@ -63,6 +63,17 @@ async def garbage() -> str:
 
 
 @server.tool()
+async def flood(size: int) -> str:
+    """Put a log notification of about `size` bytes (no request id) on the wire, then never
+    answer."""
+    data = b"y" * size
+    _raw(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"')
+    _raw(data + b'"}}\n')
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@server.tool()
 async def close_stdout() -> str:
     """Close the wire and keep running (stdin stays open), never answering."""
     os.close(WIRE.pop("fd"))

@@ -759,6 +759,21 @@ async def test_long_answers_keep_head_and_tail_and_oversized_ones_are_refused() 
 
 
 @pytest.mark.anyio
+async def test_an_oversized_message_that_answers_no_call_breaks_the_stream() -> None:
+    spec = stdio("flood", "faults.py", max_message=100_000, timeout=60, connect_timeout=30)
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        with anyio.fail_after(30), pytest.raises(ToolError) as caught:
+            await tool(server, "flood").run({"size": 300_000}, ctx())
+        assert "larger than max_message (100,000 bytes)" in caught.value.message
+        assert server.status.state is McpServerState.CRASHED
+        assert (await call(server, "echo", text="back")).metadata.get("restarted") is True
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
 async def test_an_invalid_utf8_byte_does_not_jam_the_server() -> None:
     server = McpServer(stdio("utf", "faults.py", connect_timeout=30), workspace=SERVERS)
     try:

@@ -221,9 +221,10 @@ def to_result(
     """`CallToolResult` → `Result`: text blocks joined into `content`, media and resources into
     `parts` (in order), `structured_content` into `structured`, `is_error` kept.
 
-    `content` longer than `max_output` characters keeps its head and tail with a notice
-    (`metadata["truncated"]`), as shell and HTTP output do; so does structured content whose
-    JSON is that long, which is then left out (the model reads `content`)."""
+    `content` longer than `max_output` characters keeps its head and tail with a notice, as
+    shell and HTTP output do; structured content whose JSON is that long is left out
+    (`metadata["structured_dropped"]`; the model reads `content`). Either sets
+    `metadata["truncated"]`."""
     texts: list[str] = []
     parts: list[Part] = []
     try:
@@ -248,17 +249,15 @@ def to_result(
         content = f"the MCP tool '{tool}' on server '{server}' failed without a message"
     content, cut = head_tail(content, max_output)
     structured = result.structured_content
-    metadata: dict[str, Any] = {"server": server}
+    metadata: dict[str, Any] = {"server": server, "truncated": cut > 0}
     if structured is not None and _json_longer_than(structured, max_output):
         structured = None
-        metadata["structured_dropped"] = True
+        metadata["structured_dropped"] = metadata["truncated"] = True
         if not content:
             content = (
                 f"[the structured answer of '{tool}' is longer than max_output "
                 f"({max_output:,} characters) and was left out]"
             )
-    if cut:
-        metadata["truncated"] = True
     return Result(
         content=content,
         parts=tuple(parts),

@@ -16,7 +16,7 @@ import httpx2
 __all__ = ["BoundedTransport"]
 
 
-class AnswerTooLarge(httpx2.StreamError):
+class _AnswerTooLarge(httpx2.StreamError):
     """An HTTP answer longer than the server's `max_message`."""
 
 
@@ -48,12 +48,12 @@ class _Bounded(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._declared > self._limit:
-            raise AnswerTooLarge(self._message(self._declared))
+            raise _AnswerTooLarge(self._message(self._declared))
         seen = 0
         async for chunk in self._inner:
             seen += len(chunk)
             if seen > self._limit:
-                raise AnswerTooLarge(self._message(seen))
+                raise _AnswerTooLarge(self._message(seen))
             yield chunk
 
     def _message(self, size: int) -> str:

@@ -94,8 +94,8 @@ async def bounded_stdio_client(
         found = _ID_AT_START.match(head)
         if found is None:
             return (
-                f"it wrote a message larger than max_message ({max_message:,} bytes) that "
-                "answers no request"
+                f"it wrote a message larger than max_message ({max_message:,} bytes) whose "
+                "request id is not at its start"
             )
         raw = found.group(1).decode("utf-8", "replace")
         request_id: int | str = int(raw) if raw[0] != '"' else raw[1:-1]

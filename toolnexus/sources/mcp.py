@@ -12,6 +12,13 @@ servers from whatever task it is in. Every wait on the server is bounded: the co
 `connect_timeout` (the SDK's own discovery probe would wait 10 s), a call by `timeout` or the
 call's deadline.
 
+What comes back is bounded and screened too: stdio goes through `_mcp_stdio` (lenient decoding,
+linear line splitting, `max_message`, a line that is not JSON-RPC ends the connection as a
+crash), HTTP through `_mcp_http` (`max_message` on JSON answers) and the SDK's SSE event limit;
+every `tools/list` answer is screened before the SDK parses it, so one malformed tool is skipped
+(and reported in `status`) instead of failing the listing; results keep `max_output` characters.
+`status` is computed when read: it tells the state of now, not of the build.
+
 `import mcp` costs about a second, so the SDK is imported only when a server connects.
 """
 
