@@ -9,7 +9,9 @@ Run: `python faults.py [--http PORT] [--status-file FILE] [--token TOKEN] [--sta
   without an `Authorization` header and 403 with a wrong one; `--status-file FILE` answers
   every request with the HTTP status written in FILE while it exists (a server that starts
   failing mid-session), or never answers while FILE says `hang`. `--json-response` answers
-  requests with plain JSON instead of server-sent events.
+  requests with plain JSON instead of server-sent events. `--legacy` refuses `server/discover`,
+  so clients fall back to a handshake-era session (with a session id the server forgets when
+  it restarts).
 - `--start-with BYTES` writes BYTES (a Python bytes literal) onto the stdio wire before serving.
 """
 
@@ -111,11 +113,40 @@ async def _serve_stdio(start_with: bytes) -> None:
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
-def _guarded_app(token: str | None, status_file: Path | None, json_response: bool) -> Any:
+def _guarded_app(
+    token: str | None, status_file: Path | None, json_response: bool, legacy: bool
+) -> Any:
     """The MCP app behind a gate that answers with an HTTP error status, as a proxy would."""
-    from starlette.responses import PlainTextResponse
+    import json
+
+    from starlette.responses import JSONResponse, PlainTextResponse
 
     app = server.streamable_http_app(json_response=json_response)
+
+    async def refuse_discover(scope: Any, receive: Any, send: Any) -> None:
+        """Pass the request on, unless it is `server/discover` (answered: method not found)."""
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        body = b"".join(m.get("body", b"") for m in chunks)
+        try:
+            request = json.loads(body) if body else None
+        except ValueError:
+            request = None
+        if isinstance(request, dict) and request.get("method") == "server/discover":
+            error = {"code": -32601, "message": "Method not found"}
+            reply = {"jsonrpc": "2.0", "id": request.get("id"), "error": error}
+            await JSONResponse(reply)(scope, receive, send)
+            return
+        queued = list(chunks)
+
+        async def replay() -> Any:
+            return queued.pop(0) if queued else await receive()
+
+        await app(scope, replay, send)
 
     async def gate(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -136,6 +167,9 @@ def _guarded_app(token: str | None, status_file: Path | None, json_response: boo
                 answer = PlainTextResponse(f"status {status}", status_code=status)
                 await answer(scope, receive, send)
                 return
+            if legacy and scope["method"] == "POST":
+                await refuse_discover(scope, receive, send)
+                return
         await app(scope, receive, send)
 
     return gate
@@ -148,6 +182,7 @@ def main() -> None:
     parser.add_argument("--status-file", type=Path, default=None)
     parser.add_argument("--start-with", default="")
     parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--legacy", action="store_true")
     options = parser.parse_args()
     if options.http is None:
         start = ast.literal_eval(options.start_with) if options.start_with else b""
@@ -155,7 +190,7 @@ def main() -> None:
         return
     import uvicorn
 
-    app = _guarded_app(options.token, options.status_file, options.json_response)
+    app = _guarded_app(options.token, options.status_file, options.json_response, options.legacy)
     uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
 
 

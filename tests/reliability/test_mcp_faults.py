@@ -245,6 +245,21 @@ def test_http_server_that_drops_the_connection_then_comes_back(no_leaks: None) -
             assert state(tk)["state"] == "ready"
 
 
+def test_http_server_that_restarts_and_forgets_the_session(no_leaks: None) -> None:
+    port = free_port()
+    with http_server("--legacy", port=port) as (url, proc), toolkit({"f": http(url)}) as tk:
+        serving(tk)
+        assert state(tk)["protocol_version"] == "2025-11-25"  # a session with an id
+        proc.kill()
+        proc.wait(timeout=30)
+        with http_server("--legacy", port=port):
+            lost = tk.execute("f_echo", {"text": "x"})
+            assert lost.is_error and "no longer knows this session" in lost.content
+            assert state(tk)["state"] == "crashed"
+            back = serving(tk)
+            assert back is not None and back.metadata.get("restarted") is True
+
+
 @pytest.mark.parametrize(
     ("headers", "path", "words"),
     [

@@ -30,6 +30,7 @@ __all__ = [
     "describe_http_status",
     "leaf_exception",
     "listing_surface",
+    "session_lost",
     "to_result",
     "translate_error",
 ]
@@ -333,6 +334,12 @@ def translate_error(
                 f"the answer of '{tool}' from {where} is larger than its max_message limit "
                 "and was refused unread; ask for less, or raise `max_message` for this server"
             )
+        if session_lost(exc, http_status):
+            return ToolError(
+                f"{where} no longer knows this session (it was restarted?) during '{tool}'; "
+                "it is reconnected on the next call",
+                retryable=True,
+            )
         if exc.code == types.CONNECTION_CLOSED:
             if broken is not None:
                 return ToolError(_broken(tool, where, broken), retryable=True)
@@ -375,6 +382,27 @@ def _closed(tool: str, where: str) -> str:
     return (
         f"{where} closed the connection during '{tool}' (it may have crashed); "
         "it is restarted on the next call"
+    )
+
+
+def session_lost(exc: BaseException, http_status: HttpStatus | None) -> bool:
+    """An HTTP server that no longer knows the session (it restarted): a 404 once a session
+    exists, which the SDK reports as "Session terminated", or the server's own JSON-RPC error
+    (the SDK's server says "Session not found")."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_REQUEST
+
+    leaf = leaf_exception(exc)
+    if not isinstance(leaf, MCPError):
+        return False
+    if leaf.error.message == "Session terminated":
+        return True
+    said = leaf.error.message.lower()
+    return (
+        leaf.code == INVALID_REQUEST
+        and http_status is not None
+        and http_status[0] == 404
+        and "session" in said
     )
 
 

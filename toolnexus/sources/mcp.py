@@ -51,6 +51,7 @@ from ._mcp_convert import (
     describe_http_status,
     leaf_exception,
     listing_surface,
+    session_lost,
     to_result,
     translate_error,
 )
@@ -998,7 +999,7 @@ class McpServer:
         try:
             raw = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout)
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
-            if _session_lost(exc):
+            if session_lost(exc, conn.http_status):
                 # An HTTP server that restarted forgets its sessions: reconnect next call.
                 conn.mark_ended()
             error = translate_error(
@@ -1075,14 +1076,6 @@ def _quoted_stderr(tail: str) -> str:
         return ""
     lines = tail.splitlines()[-5:]
     return " (stderr: " + " | ".join(line.strip() for line in lines if line.strip()) + ")"
-
-
-def _session_lost(exc: BaseException) -> bool:
-    """The SDK's word for an HTTP 404 once a session exists: the server forgot the session."""
-    from mcp.shared.exceptions import MCPError
-
-    leaf = leaf_exception(exc)
-    return isinstance(leaf, MCPError) and leaf.error.message == "Session terminated"
 
 
 async def _list_all(client: Client, conn: _Connection) -> list[mcp_types.Tool]:
