@@ -168,7 +168,7 @@ class Toolkit:
         failed...), its tool count, skipped tools and last error. Read live from the servers,
         not kept from the build."""
         gen = self._current()
-        live = {s.name: s.status.to_dict() for s in gen.carry.get("mcp", {}).values()}
+        live = {s.name: s.status.to_dict() for s in list(gen.carry.get("mcp", {}).values())}
         return {**gen.status, **live}
 
     def __len__(self) -> int:

@@ -22,6 +22,8 @@ import pytest
 
 from toolnexus import Result, Toolkit, create_toolkit, tool
 
+from .conftest import SOAK
+
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 START = 60
 """connect_timeout for servers that should start: generous, the machine may be loaded."""
@@ -305,3 +307,19 @@ def test_http_answers_are_bounded(no_leaks: None, mode: str) -> None:
             refused = tk.execute("f_big", {"size": 400_000})
             assert refused.is_error and "larger than its max_message limit" in refused.content
             serving(tk)
+
+
+# -- soak (opt-in: TOOLNEXUS_SOAK=1) --------------------------------------------------------------
+
+
+@pytest.mark.skipif(not SOAK, reason="soak variant: set TOOLNEXUS_SOAK=1 to run it")
+def test_soak_stdio_server_crashing_again_and_again(no_leaks: None) -> None:
+    faults = ("f_exit_now", "f_garbage", "f_close_stdout", "f_bad_utf8")
+    with toolkit({"f": stdio("faults.py", timeout=120)}) as tk:
+        for round_ in range(25):
+            fault = faults[round_ % len(faults)]
+            result = tk.execute(fault)
+            assert result.is_error == (fault != "f_bad_utf8"), result.content
+            wait_for_retry(tk)
+            serving(tk)
+        assert state(tk)["restarts"] >= 18

@@ -909,6 +909,17 @@ def test_doctor_and_validate_connect_list_skipped_tools(
     assert "1 MCP server (not started)" in capsys.readouterr().out
 
 
+def test_list_warns_about_skipped_tools(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolnexus.cli import main
+
+    assert main(["list", str(_manifest_with_bad_tools(tmp_path))]) == 0
+    captured = capsys.readouterr()
+    assert "good_a" in captured.out and "good_b" in captured.out
+    assert "warning: MCP server 'bad' skipped tool 'no_schema': it has no inputSchema" in (
+        captured.err
+    )
+
+
 def test_validate_connect_fails_when_a_server_does_not_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
