@@ -188,6 +188,15 @@ def test_stdio_answers_are_bounded(no_leaks: None) -> None:
         assert state(tk)["restarts"] == 0
 
 
+def test_stdio_answer_of_megabytes_arrives_bounded(no_leaks: None) -> None:
+    with toolkit({"f": stdio("faults.py")}) as tk:
+        # 2 MB of text, twice on the wire: parsed off the event loop, cut to max_output.
+        long = tk.execute("f_big", {"size": 2_000_000})
+        assert not long.is_error and long.metadata["truncated"] is True
+        assert len(long.content) < 30_100
+        serving(tk)
+
+
 def test_stdio_malformed_tools_are_skipped_and_reported(no_leaks: None) -> None:
     with toolkit({"b": stdio("bad_tools.py", prefix="")}) as tk:
         assert {"good_a", "good_b"} <= set(tk.names())
