@@ -80,7 +80,6 @@ def _cpu_burner() -> Iterator[None]:
         proc.wait()
 
 
-
 def bench_core() -> None:
     from toolnexus import acreate_toolkit, create_toolkit, tool
     from toolnexus.middleware import timeout, truncate
@@ -187,9 +186,7 @@ def bench_core() -> None:
         )
     os.environ[COLOCATE_ENV] = "0"
     try:
-        with create_toolkit(
-            extra_tools=[add], middleware=[timeout(30), truncate(30_000)]
-        ) as tk:
+        with create_toolkit(extra_tools=[add], middleware=[timeout(30), truncate(30_000)]) as tk:
             apart = median_us(lambda: tk.execute("add", args), number=5_000, repeat=9)
     finally:
         del os.environ[COLOCATE_ENV]
@@ -455,6 +452,129 @@ async def _bench_mcp() -> None:
         )
     )
     table("MCP: calls and connections (stdio)", rows)
+
+
+# -- mcp_large -------------------------------------------------------------------------------
+
+
+def bench_mcp_large() -> None:
+    asyncio.run(_bench_mcp_large())
+
+
+async def _bench_mcp_large() -> None:
+    """Large MCP answers: the SDK's own stdio client (its reader re-splits its whole buffer on
+    every chunk: quadratic) against the toolkit's bounded reader, and what a large answer does
+    to the other calls on the same event loop meanwhile."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from toolnexus import acreate_toolkit
+
+    faults = str(ROOT / "tests" / "mcp_servers" / "faults.py")
+    params = StdioServerParameters(command=sys.executable, args=[faults])
+    entry = {"command": sys.executable, "args": [faults], "connect_timeout": 60}
+    rows: list[Row] = []
+    sizes = (5, 10, 20)
+    # The tool returns text; MCPServer sends it twice (content and structuredContent).
+    note = "text answer (about twice that on the wire)"
+
+    async def timed(call: Callable[[], Any]) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        await call()
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+    async def with_pings(call: Callable[[], Any], ping: Callable[[], Any]) -> list[float]:
+        """Latencies (ms) of `ping`, called back to back on the same loop while `call` runs."""
+        latencies: list[float] = []
+        done = asyncio.Event()
+
+        async def pinger() -> None:
+            while not done.is_set():
+                start = time.perf_counter()
+                await ping()
+                latencies.append((time.perf_counter() - start) * 1000)
+
+        task = asyncio.create_task(pinger())
+        await asyncio.sleep(0.2)
+        try:
+            await call()
+        finally:
+            done.set()
+            await task
+        return latencies
+
+    async with Client(params) as client, Client(params) as other:
+        await client.list_tools()
+        await other.list_tools()
+        for mb in sizes:
+            wall, cpu = await timed(lambda mb=mb: client.call_tool("big", {"size": mb * 10**6}))
+            rows.append(
+                (f"SDK stdio client, {mb} MB {note}", wall, "s", f"loop-thread CPU {cpu:.2f} s")
+            )
+        pings = await with_pings(
+            lambda: client.call_tool("big", {"size": 20 * 10**6}),
+            lambda: other.call_tool("echo", {"text": "ping"}),
+        )
+        rows.append(
+            (
+                "… another server's echo during that 20 MB answer (SDK client), worst",
+                max(pings),
+                "ms",
+                f"median {statistics.median(pings):.1f} ms over {len(pings)} calls",
+            )
+        )
+
+    manifest = {
+        "version": 1,
+        "mcp_servers": {
+            "big": {**entry, "prefix": "big_", "max_message": "200MB"},
+            "other": {**entry, "prefix": "other_"},
+        },
+    }
+    toolkit = await acreate_toolkit(manifest)
+    try:
+        for mb in (*sizes, 50):
+            wall, cpu = await timed(lambda mb=mb: toolkit.aexecute("big_big", {"size": mb * 10**6}))
+            rows.append(
+                (
+                    f"toolkit (bounded reader), {mb} MB {note}",
+                    wall,
+                    "s",
+                    f"CPU of the whole process {cpu:.2f} s; the model gets max_output (30,000) "
+                    "characters",
+                )
+            )
+        pings = await with_pings(
+            lambda: toolkit.aexecute("big_big", {"size": 20 * 10**6}),
+            lambda: toolkit.aexecute("other_echo", {"text": "ping"}),
+        )
+        rows.append(
+            (
+                "… another server's echo during that 20 MB answer (toolkit), worst",
+                max(pings),
+                "ms",
+                f"median {statistics.median(pings):.1f} ms over {len(pings)} calls",
+            )
+        )
+    finally:
+        await toolkit.aclose()
+
+    toolkit = await acreate_toolkit({"version": 1, "mcp_servers": {"big": entry}})
+    try:
+        wall, cpu = await timed(lambda: toolkit.aexecute("big", {"size": 50 * 10**6}))
+        refused = await toolkit.aexecute("big", {"size": 50 * 10**6})
+        assert refused.is_error and "max_message" in refused.content, refused.content
+        rows.append(
+            (
+                "toolkit, 50 MB answer past the default max_message (16 MiB): refused after",
+                wall,
+                "s",
+                f"CPU {cpu:.2f} s; the rest of the line is skipped unread, the session stays",
+            )
+        )
+    finally:
+        await toolkit.aclose()
+    table("MCP: large answers (stdio)", rows)
 
 
 # -- manifest --------------------------------------------------------------------------------
@@ -1108,6 +1228,7 @@ def _bench_git_approval() -> Row:
 SECTIONS: dict[str, Callable[[], None]] = {
     "core": bench_core,
     "mcp": bench_mcp,
+    "mcp_large": bench_mcp_large,
     "manifest": bench_manifest,
     "builtin": bench_builtin,
     "sandbox": bench_sandbox,

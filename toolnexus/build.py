@@ -492,6 +492,8 @@ async def _build_servers(
             entry = decl.spec
             if "timeout" not in entry and decl.defaults.timeout is not None:
                 entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
+            if "max_output" not in entry and decl.defaults.max_output is not None:
+                entry = {**entry, "max_output": decl.defaults.max_output}
             spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
             stdio = "command" in decl.spec
             sandbox = effective_sandbox(

@@ -1,8 +1,9 @@
 """The `toolnexus` command.
 
 Exit codes: 0 success; 1 a manifest is invalid, the tool call failed (or was refused), or
-`doctor` found an MCP server that does not start; 2 the command line is wrong (unknown command,
-bad ARGS_JSON); 130 interrupted (Ctrl-C); 143 `watch` or `serve` stopped by SIGTERM.
+`doctor` (or `validate --connect`) found an MCP server that does not start; 2 the command line
+is wrong (unknown command, bad ARGS_JSON); 130 interrupted (Ctrl-C); 143 `watch` or `serve`
+stopped by SIGTERM.
 `main(argv)` returns the code instead of exiting, for tests.
 """
 
@@ -56,13 +57,19 @@ def _parser() -> argparse.ArgumentParser:
         prog="toolnexus",
         description="Turn a YAML manifest into tools an LLM agent can call.",
         epilog="Exit codes: 0 ok; 1 invalid manifest, failed or refused call, or an MCP server "
-        "that does not start (doctor); 2 usage error; 130 interrupted; 143 terminated (SIGTERM). "
+        "that does not start (doctor, validate --connect); 2 usage error; 130 interrupted; "
+        "143 terminated (SIGTERM). "
         "Colour only on a terminal; NO_COLOR turns it off.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check manifests and report every problem (file:line:col)")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument(
+        "--connect",
+        action="store_true",
+        help="also start the MCP servers and report each one (state, skipped tools)",
+    )
 
     p = sub.add_parser("list", help="list the tools of a manifest")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -175,13 +182,51 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         else:
             ok = _paint("ok", "32", sys.stdout)
             declared = _plural(tools, "tool")
-            if servers:
+            if servers and not args.connect:
                 declared += f", {_plural(servers, 'MCP server')} (not started)"
             sys.stdout.write(f"{path}: {ok} ({declared})\n")
+            if servers and args.connect and not _connect_and_report(path, sys.stdout):
+                failed += 1
     if len(args.files) > 1:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _connect_and_report(path: Path, out: Any) -> bool:
+    """Start the manifest's MCP servers and report each; False if one did not start."""
+    from .toolkit import create_toolkit
+
+    try:
+        toolkit = create_toolkit(path)
+    except SourceError as exc:  # a required server did not start
+        out.write(f"{path}: {_paint('failed', '31', out)}  {exc}\n")
+        return False
+    with toolkit:
+        return _report_servers(toolkit.status(), out)
+
+
+def _report_servers(status: dict[str, Any], out: Any) -> bool:
+    """One line per MCP server (state, tool count or reason), then one per skipped tool; False
+    if a server is not ready."""
+    good_all = True
+    for name, info in status.items():
+        if not isinstance(info, dict):
+            continue
+        state = str(info.get("state"))
+        good = state == "ready"
+        good_all = good_all and good
+        detail = (
+            _plural(int(info.get("tool_count", 0)), "tool")
+            if good
+            else str(info.get("reason") or info.get("last_error") or state)
+        )
+        shown = _paint("ok", "32", out) if good else _paint(state, "31", out)
+        out.write(f"  mcp {name:<12} {shown}  {detail}\n")
+        for skipped in info.get("skipped") or ():
+            mark = _paint("skipped", "33", out)
+            out.write(f"      {mark} {skipped['tool']!r}: {skipped['reason']}\n")
+    return good_all
 
 
 def _plural(count: int, noun: str) -> str:
@@ -247,8 +292,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for r in rows:
         sys.stdout.write("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
     for name, info in status.items():
-        if isinstance(info, dict) and info.get("state") == "failed":
-            sys.stderr.write(f"warning: MCP server {name!r} failed: {info.get('reason')}\n")
+        if not isinstance(info, dict):
+            continue
+        if info.get("state") != "ready":
+            sys.stderr.write(
+                f"warning: MCP server {name!r} is {info.get('state')}: {info.get('reason')}\n"
+            )
+        for skipped in info.get("skipped") or ():
+            sys.stderr.write(
+                f"warning: MCP server {name!r} skipped tool {skipped['tool']!r}: "
+                f"{skipped['reason']}\n"
+            )
     return EXIT_OK
 
 
@@ -374,17 +428,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     with toolkit:
         out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
-        for name, info in toolkit.status().items():
-            state = str(info.get("state")) if isinstance(info, dict) else str(info)
-            good = state == "ready"
-            code = code if good else EXIT_FAILED
-            detail = (
-                f"{info.get('tool_count', 0)} tools"
-                if good
-                else str(info.get("reason") or info.get("last_error") or state)
-            )
-            shown = ok if good else _paint(state, "31", out)
-            out.write(f"  mcp {name:<12} {shown}  {detail}\n")
+        if not _report_servers(toolkit.status(), out):
+            code = EXIT_FAILED
     return code
 
 

@@ -165,9 +165,12 @@ class Toolkit:
         return [t.name for t in self.tools()]
 
     def status(self) -> dict[str, Any]:
-        """Per-source status: for each MCP server, whether it is connected, its tool count and
-        last error."""
-        return dict(self._current().status)
+        """Per-source status: for each MCP server, its state now (ready, crashed, restarting,
+        failed...), its tool count, skipped tools and last error. Read live from the servers,
+        not kept from the build."""
+        gen = self._current()
+        live = {s.name: s.status.to_dict() for s in list(gen.carry.get("mcp", {}).values())}
+        return {**gen.status, **live}
 
     def __len__(self) -> int:
         return len(self.tools())

@@ -350,6 +350,7 @@ async def test_tools_list_changed_refreshes_a_legacy_session() -> None:
         with anyio.fail_after(5):
             await changed.wait()
         assert (await call(server, "fresh_legacy", x=1)).content == "fresh_legacy:1"
+        assert server.status.tools_changed == 1  # live: the change shows in the status
     finally:
         await server.aclose()
 
@@ -459,7 +460,7 @@ async def test_a_crashed_server_restarts_on_the_next_call_then_backs_off(tmp_pat
         with pytest.raises(ToolError) as crash:
             await call(server, "crash")
         assert crash.value.retryable and "closed the connection" in crash.value.message
-        assert server.status.state is McpServerState.FAILED
+        assert server.status.state is McpServerState.CRASHED  # live, not the build's "ready"
         assert "restarted on the next call" in (server.status.reason or "")
 
         result = await call(server, "echo", text="back")
@@ -656,3 +657,276 @@ def test_every_foreign_failure_becomes_a_tool_error(
     assert error.retryable is retryable
     assert words in error.message
     assert "'s'" in error.message
+
+
+# -- limits, malformed listings, broken streams, HTTP statuses ------------------------------------
+
+
+def test_size_limits_are_read_per_server(tmp_path: Path) -> None:
+    spec = McpServerSpec.from_mapping(
+        "s", {"command": "x", "max_output": 500, "max_message": 2048}, base_dir=tmp_path
+    )
+    assert (spec.max_output, spec.max_message) == (500, 2048)
+    assert "max_message=2048" in repr(spec)
+    default = McpServerSpec.from_mapping("s", {"command": "x"}, base_dir=tmp_path)
+    assert (default.max_output, default.max_message) == (30_000, 16 * 1024 * 1024)
+    for key in ("max_output", "max_message"):
+        with pytest.raises(ConfigError) as caught:
+            McpServerSpec.from_mapping("s", {"command": "x", key: 0}, base_dir=tmp_path)
+        assert caught.value.field == key and "positive" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ("just text", "not an object"),
+        ({"inputSchema": {"type": "object"}}, "no name"),
+        ({"name": "bad name!", "inputSchema": {"type": "object"}}, "breaks MCP's rule"),
+        ({"name": "t"}, "no inputSchema"),
+        ({"name": "t", "inputSchema": ["x"]}, "not a JSON object"),
+        ({"name": "t", "inputSchema": {"type": "string"}}, "describes 'string'"),
+        (
+            {
+                "name": "t",
+                "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}},
+            },
+            "did you mean 'string'",
+        ),
+        (
+            {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}},
+            "outputSchema describes 'array'",
+        ),
+        ({"name": "t", "inputSchema": {"type": "object"}, "title": 3}, "does not follow"),
+    ],
+)
+def test_malformed_tool_entries_are_named_with_their_reason(entry: object, words: str) -> None:
+    from toolnexus.sources._mcp_convert import check_tool
+
+    reason = check_tool(entry, None)
+    assert reason is not None and words in reason
+
+
+def test_a_good_tool_entry_passes_the_check() -> None:
+    from toolnexus.sources._mcp_convert import check_tool, listing_surface
+
+    entry = {"name": "web.search", "inputSchema": {"type": "object"}, "description": "d"}
+    assert check_tool(entry, None) is None
+    surface = listing_surface({"tools": [entry]}, "2025-11-25")
+    assert surface is not None and check_tool(entry, surface) is None
+
+
+@pytest.mark.anyio
+async def test_one_bad_tool_does_not_sink_its_server() -> None:
+    server = McpServer(stdio("bad", "bad_tools.py", connect_timeout=30), workspace=SERVERS)
+    try:
+        await server.start()
+        assert sorted(t.name for t in server.tools()) == ["good_a", "good_b"]
+        assert (await call(server, "good_b", x=2)).content == "good_b got 2"
+        skipped = {s.tool: s.reason for s in server.status.skipped}
+        assert sorted(skipped) == [
+            "#7",
+            "bad name!",
+            "bad_schema",
+            "good_a",
+            "no_schema",
+            "not_object",
+        ]
+        assert "listed this name twice" in skipped["good_a"]
+        assert "not a valid JSON Schema" in skipped["bad_schema"]
+        as_dict = server.status.to_dict()["skipped"]
+        assert {"tool": "no_schema", "reason": "it has no inputSchema"} in as_dict
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_long_answers_keep_head_and_tail_and_oversized_ones_are_refused() -> None:
+    spec = stdio("big", "faults.py", max_output=1000, max_message=300_000, connect_timeout=30)
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        result = await call(server, "big", size=100_000)
+        assert len(result.content) < 1100 and "characters cut" in result.content
+        assert result.metadata["truncated"] is True
+        assert result.structured is None and result.metadata["structured_dropped"] is True
+        with pytest.raises(ToolError) as refused:
+            await call(server, "big", size=400_000)
+        assert "larger than its max_message" in refused.value.message
+        assert (await call(server, "echo", text="still")).content == "still"
+        assert server.status.restarts == 0  # refusing an answer does not cost the session
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_oversized_message_that_answers_no_call_breaks_the_stream() -> None:
+    spec = stdio("flood", "faults.py", max_message=100_000, timeout=60, connect_timeout=30)
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        with anyio.fail_after(30), pytest.raises(ToolError) as caught:
+            await tool(server, "flood").run({"size": 300_000}, ctx())
+        assert "larger than max_message (100,000 bytes)" in caught.value.message
+        assert server.status.state is McpServerState.CRASHED
+        assert (await call(server, "echo", text="back")).metadata.get("restarted") is True
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_invalid_utf8_byte_does_not_jam_the_server() -> None:
+    server = McpServer(stdio("utf", "faults.py", connect_timeout=30), workspace=SERVERS)
+    try:
+        await server.start()
+        assert (await call(server, "bad_utf8")).content == "after the bad byte"
+        assert (await call(server, "echo", text="next")).content == "next"
+        assert server.status.restarts == 0
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_garbage_on_stdout_fails_the_call_at_once_and_restarts_the_server() -> None:
+    spec = stdio("junk", "faults.py", timeout=60, connect_timeout=30)
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        await server.start()
+        with anyio.fail_after(30), pytest.raises(ToolError) as caught:
+            await tool(server, "garbage").run({}, ctx())
+        assert not isinstance(caught.value, ToolTimeout)
+        assert "broke the MCP protocol" in caught.value.message
+        assert "'this is not JSON-RPC'" in caught.value.message
+        status = server.status
+        assert status.state is McpServerState.CRASHED
+        assert status.reason is not None and "not JSON-RPC" in status.reason
+        result = await call(server, "echo", text="back")
+        assert (result.content, result.metadata.get("restarted")) == ("back", True)
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.anyio
+async def test_garbage_at_start_up_is_reported_as_such() -> None:
+    spec = stdio("early", "faults.py", "--start-with", r"b'\xff\xfe\n'", connect_timeout=30)
+    server = McpServer(spec, workspace=SERVERS)
+    try:
+        with pytest.raises(SourceError) as caught:
+            await server.start()
+        assert "broke the MCP protocol on stdout" in str(caught.value)
+        assert "handshake" not in str(caught.value)
+        assert server.status.state is McpServerState.FAILED
+    finally:
+        await server.aclose()
+
+
+def test_http_statuses_are_named_with_what_to_do() -> None:
+    from toolnexus.sources._mcp_convert import describe_http_status
+
+    assert "token is missing" in describe_http_status((401, "Unauthorized", "u"))
+    assert 'Authorization: "Bearer ${TOKEN}"' in describe_http_status((401, "Unauthorized", "u"))
+    assert "refused" in describe_http_status((403, "Forbidden", "u"))
+    assert "URL is likely wrong" in describe_http_status((404, "Not Found", "http://h/x"))
+    assert "HTTP 502 Bad Gateway: the server failed" in describe_http_status(
+        (502, "Bad Gateway", "")
+    )
+
+
+def _sdk_stand_in() -> BaseException:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(code=-32603, message="Server returned an error response")
+
+
+def test_the_sdks_http_stand_in_becomes_the_status() -> None:
+    from toolnexus.sources._mcp_convert import translate_error
+
+    error = translate_error(
+        _sdk_stand_in(),
+        server="s",
+        tool="t",
+        timeout=None,
+        http_status=(500, "Internal Server Error", ""),
+    )
+    assert "HTTP 500 Internal Server Error" in error.message and error.retryable
+    denied = translate_error(
+        _sdk_stand_in(), server="s", tool="t", timeout=None, http_status=(403, "Forbidden", "")
+    )
+    assert "HTTP 403" in denied.message and not denied.retryable
+
+
+def test_a_refused_answer_and_a_broken_stream_are_explained() -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from toolnexus.sources._mcp_convert import translate_error
+    from toolnexus.sources._mcp_stdio import MESSAGE_TOO_LARGE
+
+    big = translate_error(
+        MCPError(code=MESSAGE_TOO_LARGE, message="x"), server="s", tool="t", timeout=None
+    )
+    assert "max_message" in big.message and not big.retryable
+    sse = MCPError(code=-32000, message="SSE stream failed: event exceeded the 10 byte limit.")
+    assert "max_message" in translate_error(sse, server="s", tool="t", timeout=None).message
+    broken = translate_error(
+        MCPError(code=-32000, message="Connection closed"),
+        server="s",
+        tool="t",
+        timeout=None,
+        broken="it wrote a line that is not JSON-RPC: 'x'",
+    )
+    assert "broke the MCP protocol during 't'" in broken.message and broken.retryable
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def _manifest_with_bad_tools(tmp_path: Path) -> Path:
+    path = tmp_path / "tools.yaml"
+    server = (
+        f"{{command: {sys.executable}, args: ['{SERVERS / 'bad_tools.py'}'], connect_timeout: 60}}"
+    )
+    path.write_text(f"version: 1\nmcp_servers:\n  bad: {server}\n")
+    return path
+
+
+def test_doctor_and_validate_connect_list_skipped_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolnexus.cli import main
+
+    path = _manifest_with_bad_tools(tmp_path)
+    assert main(["doctor", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mcp bad          ok  2 tools" in out
+    assert "skipped 'bad_schema': its inputSchema is not a valid JSON Schema" in out
+    assert "skipped 'no_schema': it has no inputSchema" in out
+
+    assert main(["validate", "--connect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "not started" not in out
+    assert "skipped 'not_object'" in out
+
+    assert main(["validate", str(path)]) == 0
+    assert "1 MCP server (not started)" in capsys.readouterr().out
+
+
+def test_list_warns_about_skipped_tools(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolnexus.cli import main
+
+    assert main(["list", str(_manifest_with_bad_tools(tmp_path))]) == 0
+    captured = capsys.readouterr()
+    assert "good_a" in captured.out and "good_b" in captured.out
+    assert "warning: MCP server 'bad' skipped tool 'no_schema': it has no inputSchema" in (
+        captured.err
+    )
+
+
+def test_validate_connect_fails_when_a_server_does_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolnexus.cli import main
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(f"version: 1\nmcp_servers:\n  gone: {{command: {tmp_path / 'nothing'}}}\n")
+    assert main(["validate", "--connect", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "mcp gone" in out and "failed" in out and "not found" in out

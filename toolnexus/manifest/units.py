@@ -18,7 +18,9 @@ _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*\Z")
 _SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgt])(i?)b?|(b))?\s*\Z", re.IGNORECASE)
 _POWER = {"k": 1, "m": 2, "g": 3, "t": 4}
-_SIZE_KEYS = frozenset({"max_output", "max_response", "max_memory", "max_file_size", "max_bytes"})
+_SIZE_KEYS = frozenset(
+    {"max_output", "max_response", "max_memory", "max_file_size", "max_bytes", "max_message"}
+)
 
 
 def unit_of(key: str) -> str | None:

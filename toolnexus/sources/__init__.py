@@ -44,4 +44,3 @@ class BuildContext:
         """`path` made absolute against `base_dir`."""
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p)
-

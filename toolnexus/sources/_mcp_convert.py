@@ -1,5 +1,6 @@
-"""MCP SDK objects turned into toolnexus ones: tool listings into `Tool`s, call results into
-`Result`s, and SDK/transport exceptions into `ToolError`s (the one place they are translated).
+"""MCP SDK objects turned into toolnexus ones: tool listings into `Tool`s (after `check_tool`
+has set aside the malformed ones), call results into bounded `Result`s, and SDK/transport
+exceptions into `ToolError`s (the one place they are translated).
 
 Loaded only with `sources/mcp.py`; the SDK itself is imported inside the functions that need
 it, so this module stays cheap to import.
@@ -10,16 +11,115 @@ from __future__ import annotations
 import base64
 import binascii
 import fnmatch
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
-from ..errors import ToolError, ToolTimeout
+from ..errors import ConfigError, ToolError, ToolTimeout
+from ._mcp_stdio import MESSAGE_TOO_LARGE
+from ._template import head_tail
 
 if TYPE_CHECKING:
     import mcp_types
 
-__all__ = ["build_tools", "leaf_exception", "to_result", "translate_error"]
+__all__ = [
+    "HttpStatus",
+    "build_tools",
+    "check_tool",
+    "describe_http_status",
+    "leaf_exception",
+    "listing_surface",
+    "session_lost",
+    "to_result",
+    "translate_error",
+]
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+"""The MCP specification's tool name rule (SEP-986); toolnexus then sanitizes for providers."""
+_SDK_HTTP_STAND_INS = ("Server returned an error response", "Not Found")
+"""What the SDK says in place of an HTTP error status (which it drops)."""
+
+HttpStatus = tuple[int, str, str]
+"""An HTTP error answer seen on a server's connection: status code, reason phrase, URL."""
+
+
+def check_tool(raw: object, surface: Callable[[Any], None] | None) -> str | None:
+    """Why one entry of a `tools/list` answer cannot become a tool, or None when it can.
+
+    Checked on the raw JSON, before the SDK parses the listing (which would fail whole for one
+    bad entry): a name by MCP's rule, an `inputSchema` that is a valid JSON Schema for an
+    object, a valid `outputSchema` if any, and the entry as MCP defines it (`surface`, from
+    `listing_surface`, checks it as the negotiated protocol version does).
+    """
+    if not isinstance(raw, Mapping):
+        return f"the entry is not an object but {type(raw).__name__}"
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        return "it has no name"
+    if not _TOOL_NAME.fullmatch(name):
+        return f"its name {name[:80]!r} breaks MCP's rule (1-128 letters, digits, '_', '-' or '.')"
+    for key, needed in (("inputSchema", True), ("outputSchema", False)):
+        if key not in raw and not needed:
+            continue
+        problem = _schema_problem(raw.get(key), key)
+        if problem is not None:
+            return problem
+    return _model_problem(raw, surface)
+
+
+def _schema_problem(schema: object, key: str) -> str | None:
+    from ..schema import check_schema
+
+    if schema is None:
+        return f"it has no {key}"
+    if not isinstance(schema, Mapping):
+        return f"its {key} is not a JSON object but {type(schema).__name__}"
+    declared = schema.get("type", "object")
+    if declared != "object":
+        return f"its {key} describes {declared!r}, not an object of arguments"
+    try:
+        check_schema(dict(schema), field=key)
+    except ConfigError as exc:
+        return f"its {key} is {exc.message}"
+    return None
+
+
+def listing_surface(result: Mapping[str, Any], version: str | None) -> Callable[[Any], None] | None:
+    """A check of one tool as the SDK will check this `tools/list` answer (its protocol
+    `version`'s schema, with the answer's other fields), or None when that check cannot be
+    made per tool: an unknown version, or an answer whose other fields are wrong already (the
+    SDK then refuses the listing whole, rightly)."""
+    import pydantic
+    from mcp_types import methods
+
+    if version is None:
+        return None
+    envelope = {k: v for k, v in result.items() if k != "tools"}
+
+    def check(tool: Any) -> None:
+        methods.validate_server_result("tools/list", version, {**envelope, "tools": [tool]})
+
+    try:
+        methods.validate_server_result("tools/list", version, {**envelope, "tools": []})
+    except (KeyError, ValueError, pydantic.ValidationError):
+        return None
+    return check
+
+
+def _model_problem(raw: Mapping[str, Any], surface: Callable[[Any], None] | None) -> str | None:
+    import mcp_types
+    import pydantic
+
+    try:
+        if surface is not None:
+            surface(dict(raw))
+        mcp_types.Tool.model_validate(dict(raw), by_name=False)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if p not in ("tools", 0))
+        return f"it does not follow the MCP schema: {where or 'entry'}: {first['msg']}"
+    return None
 
 
 def build_tools(
@@ -116,9 +216,16 @@ def _primary_argument(parameters: Mapping[str, Any]) -> str | None:
     return None
 
 
-def to_result(result: mcp_types.CallToolResult, *, server: str, tool: str) -> Result:
+def to_result(
+    result: mcp_types.CallToolResult, *, server: str, tool: str, max_output: int
+) -> Result:
     """`CallToolResult` → `Result`: text blocks joined into `content`, media and resources into
-    `parts` (in order), `structured_content` into `structured`, `is_error` kept."""
+    `parts` (in order), `structured_content` into `structured`, `is_error` kept.
+
+    `content` longer than `max_output` characters keeps its head and tail with a notice, as
+    shell and HTTP output do; structured content whose JSON is that long is left out
+    (`metadata["structured_dropped"]`; the model reads `content`). Either sets
+    `metadata["truncated"]`."""
     texts: list[str] = []
     parts: list[Part] = []
     try:
@@ -141,13 +248,30 @@ def to_result(result: mcp_types.CallToolResult, *, server: str, tool: str) -> Re
     content = "\n".join(texts)
     if result.is_error and not content:
         content = f"the MCP tool '{tool}' on server '{server}' failed without a message"
+    content, cut = head_tail(content, max_output)
+    structured = result.structured_content
+    metadata: dict[str, Any] = {"server": server, "truncated": cut > 0}
+    if structured is not None and _json_longer_than(structured, max_output):
+        structured = None
+        metadata["structured_dropped"] = metadata["truncated"] = True
+        if not content:
+            content = (
+                f"[the structured answer of '{tool}' is longer than max_output "
+                f"({max_output:,} characters) and was left out]"
+            )
     return Result(
         content=content,
         parts=tuple(parts),
-        structured=result.structured_content,
+        structured=structured,
         is_error=bool(result.is_error),
-        metadata={"server": server},
+        metadata=metadata,
     )
+
+
+def _json_longer_than(value: object, limit: int) -> bool:
+    import json
+
+    return len(json.dumps(value, ensure_ascii=False, default=str)) > limit
 
 
 def _b64(data: str) -> bytes:
@@ -176,12 +300,20 @@ def leaf_exception(exc: BaseException) -> BaseException:
 
 
 def translate_error(
-    exc: BaseException, *, server: str, tool: str, timeout: float | None
+    exc: BaseException,
+    *,
+    server: str,
+    tool: str,
+    timeout: float | None,
+    http_status: HttpStatus | None = None,
+    broken: str | None = None,
 ) -> ToolError:
     """One failure of an MCP call (SDK, transport, anyio, HTTP) as a `ToolError` for the model.
 
     Timeouts become `ToolTimeout` (retryable); a lost connection and network errors are
-    retryable too; errors the server answered with are not.
+    retryable too; errors the server answered with are not. `http_status` is the HTTP error
+    the connection last saw (the SDK reports it only as "Server returned an error response");
+    `broken` says how a stdio server broke the protocol, when it did.
     """
     import anyio
     import httpx2
@@ -196,8 +328,28 @@ def translate_error(
     if isinstance(exc, MCPError):
         if exc.code == types.REQUEST_TIMEOUT:
             return ToolTimeout(_timed_out(tool, where, timeout))
+        if exc.code == MESSAGE_TOO_LARGE or "byte limit" in exc.error.message:
+            # stdio: refused by our reader; HTTP: the SDK's SSE event limit (max_message).
+            return ToolError(
+                f"the answer of '{tool}' from {where} is larger than its max_message limit "
+                "and was refused unread; ask for less, or raise `max_message` for this server"
+            )
+        if session_lost(exc, http_status):
+            return ToolError(
+                f"{where} no longer knows this session (it was restarted?) during '{tool}'; "
+                "it is reconnected on the next call",
+                retryable=True,
+            )
         if exc.code == types.CONNECTION_CLOSED:
+            if broken is not None:
+                return ToolError(_broken(tool, where, broken), retryable=True)
             return ToolError(_closed(tool, where), retryable=True)
+        if http_status is not None and exc.error.message in _SDK_HTTP_STAND_INS:
+            code = http_status[0]
+            return ToolError(
+                f"{where} answered '{tool}' with {describe_http_status(http_status)}",
+                retryable=code >= 500 or code == 429,
+            )
         if exc.code == types.INVALID_PARAMS:
             return ToolError(f"{where} rejected the arguments of '{tool}': {exc.error.message}")
         if exc.code == types.METHOD_NOT_FOUND:
@@ -206,6 +358,8 @@ def translate_error(
     if isinstance(exc, TimeoutError):
         return ToolTimeout(_timed_out(tool, where, timeout))
     if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+        if broken is not None:
+            return ToolError(_broken(tool, where, broken), retryable=True)
         return ToolError(_closed(tool, where), retryable=True)
     if isinstance(exc, httpx2.HTTPError):
         return ToolError(f"HTTP error talking to {where} during '{tool}': {exc}", retryable=True)
@@ -229,3 +383,52 @@ def _closed(tool: str, where: str) -> str:
         f"{where} closed the connection during '{tool}' (it may have crashed); "
         "it is restarted on the next call"
     )
+
+
+def session_lost(exc: BaseException, http_status: HttpStatus | None) -> bool:
+    """An HTTP server that no longer knows the session (it restarted): a 404 once a session
+    exists, which the SDK reports as "Session terminated", or the server's own JSON-RPC error
+    (the SDK's server says "Session not found")."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_REQUEST
+
+    leaf = leaf_exception(exc)
+    if not isinstance(leaf, MCPError):
+        return False
+    if leaf.error.message == "Session terminated":
+        return True
+    said = leaf.error.message.lower()
+    return (
+        leaf.code == INVALID_REQUEST
+        and http_status is not None
+        and http_status[0] == 404
+        and "session" in said
+    )
+
+
+def _broken(tool: str, where: str, broken: str) -> str:
+    return (
+        f"{where} broke the MCP protocol during '{tool}': {broken}; its connection was closed "
+        "and it is restarted on the next call"
+    )
+
+
+def describe_http_status(status: HttpStatus) -> str:
+    """An HTTP error answer in words, with what to do about it."""
+    code, reason, url = status
+    said = f"HTTP {code}{' ' + reason if reason else ''}"
+    example = '`headers: {Authorization: "Bearer ${TOKEN}"}`'
+    if code == 401:
+        return (
+            f"{said}: a token is missing; give one in the server's manifest entry, e.g. {example}"
+        )
+    if code == 403:
+        return (
+            f"{said}: the token was refused (wrong, expired, or without access); check the "
+            f"token the manifest sends, e.g. {example}"
+        )
+    if code == 404:
+        return f"{said} for {url}: the URL is likely wrong (MCP endpoints usually end in /mcp)"
+    if code >= 500:
+        return f"{said}: the server failed; its own logs say why"
+    return said

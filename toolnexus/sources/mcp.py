@@ -12,6 +12,13 @@ servers from whatever task it is in. Every wait on the server is bounded: the co
 `connect_timeout` (the SDK's own discovery probe would wait 10 s), a call by `timeout` or the
 call's deadline.
 
+What comes back is bounded and screened too: stdio goes through `_mcp_stdio` (lenient decoding,
+linear line splitting, `max_message`, a line that is not JSON-RPC ends the connection as a
+crash), HTTP through `_mcp_http` (`max_message` on JSON answers) and the SDK's SSE event limit;
+every `tools/list` answer is screened before the SDK parses it, so one malformed tool is skipped
+(and reported in `status`) instead of failing the listing; results keep `max_output` characters.
+`status` is computed when read: it tells the state of now, not of the build.
+
 `import mcp` costs about a second, so the SDK is imported only when a server connects.
 """
 
@@ -37,7 +44,17 @@ import anyio
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
-from ._mcp_convert import build_tools, leaf_exception, to_result, translate_error
+from ._mcp_convert import (
+    HttpStatus,
+    build_tools,
+    check_tool,
+    describe_http_status,
+    leaf_exception,
+    listing_surface,
+    session_lost,
+    to_result,
+    translate_error,
+)
 
 if TYPE_CHECKING:
     import mcp_types
@@ -47,12 +64,23 @@ if TYPE_CHECKING:
 
     from ..sandbox import SandboxPolicy
 
-__all__ = ["McpServer", "McpServerSpec", "McpServerState", "McpServerStatus", "connect_all"]
+__all__ = [
+    "McpServer",
+    "McpServerSpec",
+    "McpServerState",
+    "McpServerStatus",
+    "SkippedTool",
+    "connect_all",
+]
 
 logger = logging.getLogger("toolnexus.mcp")
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds a server gets to start, answer the handshake and list its tools."""
+DEFAULT_MAX_OUTPUT = 30_000
+"""Characters of a tool's answer the model sees (head and tail), as for shell and HTTP tools."""
+DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024
+"""Bytes of one message read from a server; a longer answer is refused unread."""
 
 _RESTART_BACKOFF = 0.5
 """Seconds before the second restart attempt in a row; doubles with each failure after."""
@@ -75,6 +103,8 @@ _KEYS = (
     "tools",
     "timeout",
     "connect_timeout",
+    "max_output",
+    "max_message",
     "required",
     "approval",
     "sandbox",
@@ -116,6 +146,10 @@ class McpServerSpec:
     timeout: float | None = None
     """Seconds per call; None leaves it to the call's deadline."""
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    max_output: int = DEFAULT_MAX_OUTPUT
+    """Characters of a call's text the model sees; longer text keeps its head and tail."""
+    max_message: int = DEFAULT_MAX_MESSAGE
+    """Bytes of one message from the server; a call whose answer is longer fails unread."""
     required: bool = False
     """True: toolkit creation fails when this server does not connect."""
 
@@ -150,6 +184,10 @@ class McpServerSpec:
                 shown.append(f"{key}={value!r}")
         if self.connect_timeout != DEFAULT_CONNECT_TIMEOUT:
             shown.append(f"connect_timeout={self.connect_timeout!r}")
+        if self.max_output != DEFAULT_MAX_OUTPUT:
+            shown.append(f"max_output={self.max_output!r}")
+        if self.max_message != DEFAULT_MAX_MESSAGE:
+            shown.append(f"max_message={self.max_message!r}")
         if self.required:
             shown.append("required=True")
         return f"McpServerSpec({', '.join(shown)})"
@@ -224,6 +262,8 @@ class McpServerSpec:
             connect_timeout=_seconds(
                 spec.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT), "connect_timeout"
             ),
+            max_output=_size(spec.get("max_output", DEFAULT_MAX_OUTPUT), "max_output"),
+            max_message=_size(spec.get("max_message", DEFAULT_MAX_MESSAGE), "max_message"),
             required=required,
             **stdio,
         )
@@ -366,6 +406,15 @@ def _seconds(value: object, where: str) -> float:
     return float(value)
 
 
+def _size(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(
+            f"expected a positive whole number (or a size such as 16MB), got {_kind(value)}",
+            field=where,
+        )
+    return value
+
+
 class McpServerState(enum.StrEnum):
     """Where a server's connection stands."""
 
@@ -374,14 +423,29 @@ class McpServerState(enum.StrEnum):
     CONNECTING = "connecting"
     READY = "ready"
     FAILED = "failed"
-    """Did not start, or crashed; `reason` says why and when it is retried."""
+    """Did not start, or a restart failed; `reason` says why, `retry_in` when it is retried."""
+    CRASHED = "crashed"
+    """Was ready, then its connection ended (it exited, or broke the protocol); the next call
+    restarts it."""
     RESTARTING = "restarting"
     CLOSED = "closed"
 
 
 @dataclass(frozen=True, kw_only=True)
+class SkippedTool:
+    """A tool the server listed that could not be used, and why (the others are kept)."""
+
+    tool: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"tool": self.tool, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True)
 class McpServerStatus:
-    """A snapshot of one server, for `Toolkit.status()`."""
+    """One server as it is now (`McpServer.status` is computed on each read), for
+    `Toolkit.status()`."""
 
     name: str
     transport: Literal["stdio", "http"]
@@ -400,6 +464,10 @@ class McpServerStatus:
     """How a sandboxed stdio server is confined: `bwrap`, `landlock` or `none`."""
     unconfined: bool = False
     """True when a sandbox was asked for (with `required: false`) and none could be applied."""
+    skipped: tuple[SkippedTool, ...] = ()
+    """Tools of the latest listing left out as malformed."""
+    tools_changed: int = 0
+    """How many times the tool list changed after start (notifications, restarts)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -414,6 +482,8 @@ class McpServerStatus:
             "retry_in": self.retry_in,
             "sandbox": self.sandbox,
             "unconfined": self.unconfined,
+            "skipped": [s.to_dict() for s in self.skipped],
+            "tools_changed": self.tools_changed,
         }
 
 
@@ -441,6 +511,14 @@ class _Connection:
         self.stderr: TextIO | None = None
         self.final_stderr = ""
         """The tail of stderr, kept when the file is closed (for messages after the end)."""
+        self.broken: str | None = None
+        """How the server broke the protocol (stdio), which ended this connection."""
+        self.http_status: HttpStatus | None = None
+        """The latest HTTP error answer on this connection (the SDK keeps only a stand-in)."""
+        self.session: Client | None = None
+        """The SDK client, from its creation (for the negotiated protocol version)."""
+        self.skipped: dict[str, str] = {}
+        """Tools of the listing being read that were left out, by name, with the reason."""
         send, receive = anyio.create_memory_object_stream[None](1)
         self.changes: tuple[MemoryObjectSendStream[None], MemoryObjectReceiveStream[None]] = (
             send,
@@ -455,6 +533,36 @@ class _Connection:
             self.on_crash(self)
         self.alive = False
         self.ended.set()
+
+    def set_broken(self, reason: str) -> None:
+        if self.broken is None:
+            self.broken = reason
+
+    async def record_http_error(self, response: Any) -> None:
+        """httpx2 response hook: remember the latest HTTP error status."""
+        if response.status_code >= 400:
+            url = str(response.request.url) if response.request is not None else ""
+            self.http_status = (response.status_code, response.reason_phrase, _redact_url(url))
+
+    def screen_listing(self, result: dict[str, Any]) -> None:
+        """Drop the malformed entries of a raw `tools/list` answer, recording why, so the SDK
+        parses the rest instead of failing the whole listing for one bad tool."""
+        version = self.session.protocol_version if self.session is not None else None
+        surface = listing_surface(result, version)
+        kept: list[Any] = []
+        names: set[str] = set()
+        for i, raw in enumerate(result["tools"]):
+            reason = check_tool(raw, surface)
+            name = raw.get("name") if isinstance(raw, dict) else None
+            label = name if isinstance(name, str) and name else f"#{i + 1}"
+            if reason is None and label in names:
+                reason = "the server listed this name twice; the first one is kept"
+            if reason is not None:
+                self.skipped[label] = reason
+                continue
+            names.add(label)
+            kept.append(raw)
+        result["tools"] = kept
 
     def tools_changed(self) -> None:
         """Ask for a refresh of the tool list (coalesced: one pending request is enough)."""
@@ -520,6 +628,8 @@ class McpServer:
         self._protocol_version: str | None = None
         self._mechanism: str | None = None
         self._unconfined = False
+        self._skipped: tuple[SkippedTool, ...] = ()
+        self._tools_changed = 0
 
     @property
     def name(self) -> str:
@@ -530,8 +640,10 @@ class McpServer:
 
     @property
     def status(self) -> McpServerStatus:
+        """The server as it is now: computed on each read, never a snapshot."""
         retry_in = None
-        if self._state is McpServerState.FAILED and self._conn is not None:
+        down = (McpServerState.FAILED, McpServerState.CRASHED)
+        if self._state in down and self._conn is not None:
             retry_in = max(0.0, self._retry_at - time.monotonic())
         return McpServerStatus(
             name=self.spec.name,
@@ -545,6 +657,8 @@ class McpServer:
             retry_in=retry_in,
             sandbox=self._mechanism,
             unconfined=self._unconfined,
+            skipped=self._skipped,
+            tools_changed=self._tools_changed,
         )
 
     def tools(self) -> list[Tool]:
@@ -650,9 +764,17 @@ class McpServer:
                         message_handler=self._message_handler(conn),
                         cache=None,
                     )
-                    await stack.enter_async_context(client)
-                    listing = await _list_all(client)
-                    self._install(listing, client.protocol_version)
+                    conn.session = client
+                    try:
+                        await stack.enter_async_context(client)
+                        listing = await _list_all(client, conn)
+                    except Exception as exc:
+                        # Reported at once: the transport's shutdown (seconds, for a stdio
+                        # server that does not exit) comes after, in this task.
+                        conn.error = exc
+                        conn.ready.set()
+                        raise
+                    self._install(listing, client.protocol_version, conn)
                     conn.client = client
                     conn.alive = not conn.ended.is_set()
                     conn.ready.set()
@@ -662,8 +784,8 @@ class McpServer:
                         tg.cancel_scope.cancel()
         except Exception as exc:  # noqa: BLE001 - the boundary: whatever the SDK raised
             # ends this connection; it is recorded in the status and reported to its waiter.
-            conn.error = exc
-            if conn.ready.is_set() and not conn.closing:
+            conn.error = conn.error or exc
+            if conn.client is not None and not conn.closing:
                 logger.warning("MCP server '%s' failed: %s", self.spec.name, leaf_exception(exc))
         finally:
             conn.mark_ended()
@@ -680,13 +802,22 @@ class McpServer:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from ._mcp_http import BoundedTransport
+
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
-                    headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                    headers=dict(spec.headers),
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                    transport=BoundedTransport(spec.max_message),
+                    event_hooks={"response": [conn.record_http_error]},
                 )
             )
-            return streamable_http_client(spec.url, http_client=http)
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+            return streamable_http_client(
+                spec.url, http_client=http, max_sse_event_size=spec.max_message
+            )
+        from mcp.client.stdio import StdioServerParameters
+
+        from ._mcp_stdio import bounded_stdio_client
 
         assert spec.command is not None and conn.stderr is not None
         argv = [spec.command, *spec.args]
@@ -708,7 +839,9 @@ class McpServer:
             # and the sandbox chains drop those the policy does not allow.
             argv, env = list(wrapped.argv), wrapped.env
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=spec.cwd)
-        return stdio_client(params, errlog=conn.stderr)
+        return bounded_stdio_client(
+            params, errlog=conn.stderr, max_message=spec.max_message, on_broken=conn.set_broken
+        )
 
     def _describe_start_failure(self, conn: _Connection) -> str:
         import httpx2
@@ -717,6 +850,10 @@ class McpServer:
 
         exc = leaf_exception(conn.error) if conn.error is not None else None
         tail = _quoted_stderr(conn.stderr_tail())
+        if conn.broken is not None:
+            return f"the server broke the MCP protocol on stdout: {conn.broken}{tail}"
+        if conn.http_status is not None and isinstance(exc, MCPError):
+            return f"the server answered {describe_http_status(conn.http_status)}"
         if isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
             return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
         if isinstance(exc, PermissionError):
@@ -731,10 +868,22 @@ class McpServer:
             return "the connection ended before the handshake finished" + tail
         return f"{type(exc).__name__}: {exc}{tail}"
 
-    def _install(self, listing: Sequence[mcp_types.Tool], protocol_version: str | None) -> bool:
+    def _install(
+        self, listing: Sequence[mcp_types.Tool], protocol_version: str | None, conn: _Connection
+    ) -> bool:
         """Replace the tool list; True when it differs from the previous one."""
         if self._state is McpServerState.CLOSED:
             return False
+        self._skipped = tuple(
+            SkippedTool(tool=name, reason=reason) for name, reason in conn.skipped.items()
+        )
+        for skipped in self._skipped:
+            logger.warning(
+                "MCP server '%s': tool '%s' skipped: %s",
+                self.spec.name,
+                skipped.tool,
+                skipped.reason,
+            )
         tools = build_tools(
             listing,
             server=self.spec.name,
@@ -756,13 +905,14 @@ class McpServer:
             return
         self._failures += 1
         self._retry_at = time.monotonic() + _backoff(self._failures)
-        cause = f": {leaf_exception(conn.error)}" if conn.error is not None else ""
-        self._state = McpServerState.FAILED
+        if conn.broken is not None:
+            what = f"the server broke the MCP protocol ({conn.broken})"
+        else:
+            cause = f": {leaf_exception(conn.error)}" if conn.error is not None else ""
+            what = f"the server's connection ended unexpectedly{cause}"
+        self._state = McpServerState.CRASHED
         stderr = _quoted_stderr(conn.stderr_tail())
-        self._reason = self._last_error = (
-            f"the server's connection ended unexpectedly{cause}{stderr}; "
-            "it is restarted on the next call"
-        )
+        self._reason = self._last_error = f"{what}{stderr}; it is restarted on the next call"
         logger.warning("MCP server '%s': %s", self.spec.name, self._reason)
 
     # -- tool list changes --------------------------------------------------------------------
@@ -787,7 +937,7 @@ class McpServer:
             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 tg.start_soon(self._listen, conn, client)
             async for _ in conn.changes[1]:
-                await self._refresh(client)
+                await self._refresh(conn, client)
 
     async def _listen(self, conn: _Connection, client: Client) -> None:
         """2026-07-28 sessions announce changes only to a `subscriptions/listen` stream."""
@@ -803,16 +953,17 @@ class McpServer:
             # if the whole connection dropped, the crash path takes over.
             logger.debug("MCP server '%s': no tool change stream: %s", self.spec.name, exc)
 
-    async def _refresh(self, client: Client) -> None:
+    async def _refresh(self, conn: _Connection, client: Client) -> None:
         from mcp.shared.exceptions import MCPError
 
         try:
-            listing = await _list_all(client)
+            listing = await _list_all(client, conn)
         except (MCPError, TimeoutError, SourceError) as exc:
             self._last_error = f"refreshing the tool list failed: {exc}"
             logger.warning("MCP server '%s': %s", self.spec.name, self._last_error)
             return
-        if self._install(listing, client.protocol_version):
+        if self._install(listing, client.protocol_version, conn):
+            self._tools_changed += 1
             await self._notify_tools_changed()
 
     async def _notify_tools_changed(self) -> None:
@@ -848,11 +999,23 @@ class McpServer:
         try:
             raw = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout)
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
-            error = translate_error(exc, server=self.spec.name, tool=mcp_name, timeout=timeout)
+            if session_lost(exc, conn.http_status):
+                # An HTTP server that restarted forgets its sessions: reconnect next call.
+                conn.mark_ended()
+            error = translate_error(
+                exc,
+                server=self.spec.name,
+                tool=mcp_name,
+                timeout=timeout,
+                http_status=conn.http_status,
+                broken=conn.broken,
+            )
             self._last_error = error.message
             raise error from exc
         self._failures = 0
-        result = to_result(raw, server=self.spec.name, tool=mcp_name)
+        result = to_result(
+            raw, server=self.spec.name, tool=mcp_name, max_output=self.spec.max_output
+        )
         if restarted or self._unconfined:
             extra = {"restarted": True} if restarted else {}
             if self._unconfined:
@@ -890,6 +1053,7 @@ class McpServer:
             self._restarts += 1
             logger.info("MCP server '%s' restarted", self.spec.name)
         if self._tools != before:
+            self._tools_changed += 1
             await self._notify_tools_changed()
         return new, True
 
@@ -914,8 +1078,10 @@ def _quoted_stderr(tail: str) -> str:
     return " (stderr: " + " | ".join(line.strip() for line in lines if line.strip()) + ")"
 
 
-async def _list_all(client: Client) -> list[mcp_types.Tool]:
-    """Every tool, following `next_cursor` (the SDK returns one page per call)."""
+async def _list_all(client: Client, conn: _Connection) -> list[mcp_types.Tool]:
+    """Every tool, following `next_cursor` (the SDK returns one page per call). The skipped
+    tools of the walk collect in `conn.skipped`."""
+    conn.skipped = {}
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     seen: set[str] = set()
@@ -933,13 +1099,28 @@ async def _list_all(client: Client) -> list[mcp_types.Tool]:
 
 @asynccontextmanager
 async def _watched(transport: Any, conn: _Connection) -> AsyncIterator[tuple[Any, Any]]:
-    """`transport`, with its read stream reporting its end to `conn` (the server is gone)."""
+    """`transport`, with its read stream reporting its end to `conn` (the server is gone) and
+    screening tool listings (`_Connection.screen_listing`)."""
     async with transport as (read, write):
         yield _EndWatch(read, conn), write
 
 
+def _screened(item: Any, conn: _Connection) -> Any:
+    """`item`, with malformed tools taken out if it answers `tools/list`: the only MCP result
+    that holds a `tools` list."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCResponse
+
+    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
+        result = item.message.result
+        if isinstance(result, dict) and isinstance(result.get("tools"), list):
+            conn.screen_listing(result)
+    return item
+
+
 class _EndWatch:
-    """A read stream that tells its connection when it ends; otherwise it is the stream."""
+    """A read stream that tells its connection when it ends, and screens tool listings;
+    otherwise it is the stream."""
 
     def __init__(self, stream: Any, conn: _Connection) -> None:
         self._stream = stream
@@ -963,13 +1144,13 @@ class _EndWatch:
 
     async def __anext__(self) -> Any:
         try:
-            return await self._stream.__anext__()
+            return _screened(await self._stream.__anext__(), self._conn)
         except StopAsyncIteration:
             self._conn.mark_ended()
             raise
 
     async def receive(self) -> Any:
-        return await self._stream.receive()
+        return _screened(await self._stream.receive(), self._conn)
 
     async def aclose(self) -> None:
         await self._stream.aclose()

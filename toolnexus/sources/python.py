@@ -66,9 +66,7 @@ _LOCK = threading.RLock()
 # --------------------------------------------------------------------------------------------
 
 
-def load_reference(
-    ref: str, base_dir: Path, *, fresh: bool = False
-) -> tuple[object, list[Path]]:
+def load_reference(ref: str, base_dir: Path, *, fresh: bool = False) -> tuple[object, list[Path]]:
     """Import `module:attr` (the module may live under `base_dir`) and return the attribute.
 
     Args:
@@ -191,8 +189,10 @@ class _LocalFinder(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.origin is None or not isinstance(
-            spec.loader, importlib.machinery.SourceFileLoader
+        if (
+            spec is None
+            or spec.origin is None
+            or not isinstance(spec.loader, importlib.machinery.SourceFileLoader)
         ):
             return None
         if not Path(spec.origin).resolve().is_relative_to(self.base):
@@ -542,8 +542,12 @@ def _isolate(t: Tool, ref: str, ctx: BuildContext) -> Tool:
             "marker": marker,
         }
         done = await run_process(
-            [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {package_root!r})\n"
-             + _WORKER],
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                f"import sys; sys.path.insert(0, {package_root!r})\n" + _WORKER,
+            ],
             cwd=call.workspace,
             stdin=json.dumps(request).encode(),
             timeout=timeout,
@@ -594,4 +598,3 @@ def _worker_result(done: Any, marker: str, name: str, timeout: float | None) -> 
         parts=parts,
         metadata={"isolated": True, "exit_code": done.exit_code, "mechanism": done.mechanism},
     )
-

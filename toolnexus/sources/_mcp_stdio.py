@@ -1,0 +1,238 @@
+"""The stdio transport for MCP servers: the SDK's, with a reader that cannot jam or be flooded.
+
+The SDK's `stdio_client` decodes stdout strictly (one invalid UTF-8 byte kills its reader, and
+every later call of that server waits out its timeout), hands an unparseable line to the session
+as a value the session merely logs (the request it answered then waits forever), and splits
+lines by concatenating and re-splitting its whole buffer on every chunk (a 20 MB answer took 7 s
+of loop-thread CPU, quadratic in its size). This transport keeps the SDK's process handling (a
+session of its own, the spec's shutdown: close stdin, wait, SIGTERM the group, SIGKILL) and
+replaces the reader:
+
+- lines are found in linear time and decoded leniently (`errors="replace"`);
+- a line longer than `max_message` is never buffered: the request it answers (its id is read
+  from the line's start) fails at once with `MESSAGE_TOO_LARGE`, and the rest of the line is
+  skipped; a too-long line whose id cannot be read breaks the stream, as garbage does;
+- a line that is not JSON-RPC means the stream can no longer be trusted (it may have been the
+  answer to a call): the transport reports it through `on_broken` and ends the read stream, so
+  calls in flight fail at once and the server is restarted like one that crashed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import anyio.to_thread
+
+if TYPE_CHECKING:
+    from anyio.abc import Process
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.message import SessionMessage
+
+__all__ = ["MESSAGE_TOO_LARGE", "bounded_stdio_client"]
+
+MESSAGE_TOO_LARGE = -32050
+"""JSON-RPC error code (implementation-defined range) of an answer refused for its size."""
+
+_GRACE = 2.0
+"""Seconds the server gets to exit once its stdin is closed, then again after SIGTERM."""
+_FLUSH = 0.5
+"""Seconds the writer gets to pass on messages already accepted, at shutdown."""
+_QUOTE = 120
+"""Characters of a bad line quoted in the reason."""
+_OFF_LOOP = 1 << 20
+"""Lines longer than this (bytes) are decoded and parsed in a worker thread: parsing a 40 MB
+answer takes a fifth of a second, which other calls on the event loop would otherwise wait."""
+_ID_AT_START = re.compile(
+    rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.){0,200}")'
+)
+"""A message's id, read from its start: only where the SDK (and every server seen) puts it, the
+first key or the one after `"jsonrpc"`, so an `"id"` nested in the result can never match."""
+
+
+@asynccontextmanager
+async def bounded_stdio_client(
+    params: StdioServerParameters,
+    *,
+    errlog: TextIO,
+    max_message: int,
+    on_broken: Callable[[str], None],
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Start the server and yield `(read_stream, write_stream)` for `mcp.Client`.
+
+    Args:
+        params: the command, arguments, environment (merged over the SDK's safe defaults)
+            and working directory.
+        errlog: where the server's stderr goes.
+        max_message: the longest line (in bytes) read from the server.
+        on_broken: called with a reason when the server writes something that is not
+            JSON-RPC; the read stream ends right after.
+    """
+    import mcp_types as types
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
+    process = await anyio.open_process(
+        [params.command, *params.args],
+        env=get_default_environment() | (params.env or {}),
+        stderr=errlog,
+        cwd=params.cwd,
+        start_new_session=True,  # one process group: the shutdown reaches its children
+    )
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+
+    def parse(line: bytes) -> SessionMessage | str:
+        text = line.decode("utf-8", "replace")
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+        except ValueError:
+            return f"it wrote a line that is not JSON-RPC: {_quote(text)}"
+
+    def too_large(head: bytes) -> SessionMessage | str:
+        found = _ID_AT_START.match(head)
+        if found is None:
+            return (
+                f"it wrote a message larger than max_message ({max_message:,} bytes) whose "
+                "request id is not at its start"
+            )
+        raw = found.group(1).decode("utf-8", "replace")
+        request_id: int | str = int(raw) if raw[0] != '"' else raw[1:-1]
+        error = types.ErrorData(
+            code=MESSAGE_TOO_LARGE,
+            message=f"the answer is larger than max_message ({max_message:,} bytes)",
+        )
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+    async def deliver(item: SessionMessage | str) -> bool:
+        """Pass a message on; False when reading must stop (broken stream, session gone)."""
+        if isinstance(item, str):
+            on_broken(item)
+            return False
+        try:
+            await read_writer.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    async def read_lines() -> None:
+        assert process.stdout is not None
+        pending = bytearray()  # the current line; `+=` on a bytearray is amortised linear
+        skipping = False  # inside a line already refused for its size
+        async for chunk in process.stdout:
+            start = 0
+            while start <= len(chunk):
+                end = chunk.find(b"\n", start)
+                piece = chunk[start:] if end < 0 else chunk[start:end]
+                if not skipping:
+                    pending += piece
+                    if len(pending) > max_message:
+                        skipping = True
+                        if not await deliver(too_large(bytes(pending[:512]))):
+                            return
+                        pending.clear()
+                if end < 0:
+                    break
+                line_done = skipping or not pending or pending.isspace()
+                skipping = False
+                if not line_done:
+                    line = bytes(pending)
+                    if len(line) > _OFF_LOOP:
+                        parsed = await anyio.to_thread.run_sync(parse, line)
+                    else:
+                        parsed = parse(line)
+                    if not await deliver(parsed):
+                        return
+                pending.clear()
+                start = end + 1
+
+    async def reader() -> None:
+        try:
+            async with read_writer:
+                await read_lines()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
+            pass  # the pipe went away under the read (our shutdown, or the server's death)
+        finally:
+            await _drain(process)
+
+    async def writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((data + "\n").encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server stopped reading (it may still run): end the read side too, so the
+            # session sees the connection end instead of a request waiting forever.
+            await read_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            # Bounded throughout, and shielded: a cancelled caller must not leak the process.
+            with anyio.CancelScope(shield=True):
+                read_stream.close()
+                write_stream.close()
+                with anyio.move_on_after(_FLUSH):
+                    await writer_done.wait()
+                await _stop(process)
+                for stream in (read_stream, write_stream, read_writer, write_reader):
+                    await stream.aclose()
+            tg.cancel_scope.cancel()
+
+
+def _quote(text: str) -> str:
+    text = text.strip()
+    shown = text[:_QUOTE] + ("..." if len(text) > _QUOTE else "")
+    return repr(shown)
+
+
+async def _drain(process: Process) -> None:
+    """Read and drop what the server still writes, so one blocked on a full pipe can exit."""
+    assert process.stdout is not None
+    with (
+        anyio.CancelScope(shield=True),
+        suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError),
+    ):
+        while True:
+            await process.stdout.receive()
+
+
+async def _stop(process: Process) -> None:
+    """The spec's shutdown: close stdin, wait; SIGTERM the process group, wait; SIGKILL."""
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    assert process.stdin is not None and process.stdout is not None
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdin.aclose()
+    if not await _exited(process, _GRACE):
+        await terminate_posix_process_tree(process, _GRACE)
+        await _exited(process, _GRACE)
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdout.aclose()
+    # A descendant holding a pipe end would keep asyncio's transport open (and warning at GC).
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):
+        with suppress(PermissionError):
+            close()
+
+
+async def _exited(process: Process, timeout: float) -> bool:
+    """Whether the process exited within `timeout`, by polling: `wait()` also waits for the
+    pipes to close, which a child that inherited them can hold open forever."""
+    with anyio.move_on_after(timeout):
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+        return True
+    return False
