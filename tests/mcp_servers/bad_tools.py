@@ -1,7 +1,8 @@
 """An MCP server whose `tools/list` holds malformed entries among good ones, over stdio.
 
 The SDK's server refuses to send a malformed listing, so the bad entries are spliced into the
-answer on its way out (after the SDK serialized the good ones): a name MCP forbids, an
+answer on its way out (after the SDK serialized the good ones): a name with a control
+character, an
 `inputSchema` that is not valid JSON Schema, one that is not an object schema, one missing, an
 entry that is not an object, and a name listed twice.
 """
@@ -19,7 +20,7 @@ from mcp_types import JSONRPCResponse
 OBJECT: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "integer"}}}
 TYPO: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "strin"}}}
 BAD: list[Any] = [
-    {"name": "bad name!", "inputSchema": OBJECT},
+    {"name": "bad\x07name", "inputSchema": OBJECT},
     {"name": "bad_schema", "inputSchema": TYPO},
     {"name": "not_object", "inputSchema": {"type": "string"}},
     {"name": "no_schema", "description": "no inputSchema at all"},
@@ -40,6 +41,12 @@ def good_a(x: int = 0) -> str:
 def good_b(x: int = 0) -> str:
     """Another good tool."""
     return f"good_b got {x}"
+
+
+@server.tool(name="web search")
+def web_search(x: int = 0) -> str:
+    """A name outside MCP's recommended characters: kept, under a sanitized name."""
+    return f"web search got {x}"
 
 
 async def main() -> None:

@@ -202,11 +202,11 @@ def test_stdio_malformed_tools_are_skipped_and_reported(no_leaks: None) -> None:
         assert {"good_a", "good_b"} <= set(tk.names())
         assert tk.execute("good_a", {"x": 1}).content == "good_a got 1"
         status = state(tk, "b")
-        assert status["state"] == "ready" and status["tool_count"] == 2
+        assert status["state"] == "ready" and status["tool_count"] == 3
         skipped = {s["tool"]: s["reason"] for s in status["skipped"]}
         assert sorted(skipped) == [
-            "#7",
-            "bad name!",
+            "#8",
+            "bad\x07name",
             "bad_schema",
             "good_a",
             "no_schema",

@@ -681,7 +681,8 @@ def test_size_limits_are_read_per_server(tmp_path: Path) -> None:
     [
         ("just text", "not an object"),
         ({"inputSchema": {"type": "object"}}, "no name"),
-        ({"name": "bad name!", "inputSchema": {"type": "object"}}, "breaks MCP's rule"),
+        ({"name": "bad\x07name", "inputSchema": {"type": "object"}}, "control characters"),
+        ({"name": "x" * 129, "inputSchema": {"type": "object"}}, "longer than 128"),
         ({"name": "t"}, "no inputSchema"),
         ({"name": "t", "inputSchema": ["x"]}, "not a JSON object"),
         ({"name": "t", "inputSchema": {"type": "string"}}, "describes 'string'"),
@@ -720,12 +721,13 @@ async def test_one_bad_tool_does_not_sink_its_server() -> None:
     server = McpServer(stdio("bad", "bad_tools.py", connect_timeout=30), workspace=SERVERS)
     try:
         await server.start()
-        assert sorted(t.name for t in server.tools()) == ["good_a", "good_b"]
+        assert sorted(t.name for t in server.tools()) == ["good_a", "good_b", "web_search"]
+        assert (await call(server, "web_search", x=3)).content == "web search got 3"
         assert (await call(server, "good_b", x=2)).content == "good_b got 2"
         skipped = {s.tool: s.reason for s in server.status.skipped}
         assert sorted(skipped) == [
-            "#7",
-            "bad name!",
+            "#8",
+            "bad\x07name",
             "bad_schema",
             "good_a",
             "no_schema",
@@ -896,7 +898,7 @@ def test_doctor_and_validate_connect_list_skipped_tools(
     path = _manifest_with_bad_tools(tmp_path)
     assert main(["doctor", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "mcp bad          ok  2 tools" in out
+    assert "mcp bad          ok  3 tools" in out
     assert "skipped 'bad_schema': its inputSchema is not a valid JSON Schema" in out
     assert "skipped 'no_schema': it has no inputSchema" in out
 

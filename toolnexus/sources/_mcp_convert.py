@@ -35,7 +35,10 @@ __all__ = [
     "translate_error",
 ]
 
-_TOOL_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_TOOL_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+"""A name we can call: MCP asks for `[A-Za-z0-9._-]`, but a server that uses spaces or `/`
+keeps its tool (our name for it is sanitized; calls use the server's own); control characters
+or an absurd length mean a broken listing."""
 """The MCP specification's tool name rule (SEP-986); toolnexus then sanitizes for providers."""
 _SDK_HTTP_STAND_INS = ("Server returned an error response", "Not Found")
 """What the SDK says in place of an HTTP error status (which it drops)."""
@@ -58,7 +61,7 @@ def check_tool(raw: object, surface: Callable[[Any], None] | None) -> str | None
     if not isinstance(name, str) or not name:
         return "it has no name"
     if not _TOOL_NAME.fullmatch(name):
-        return f"its name {name[:80]!r} breaks MCP's rule (1-128 letters, digits, '_', '-' or '.')"
+        return f"its name {name[:80]!r} is longer than 128 characters or holds control characters"
     for key, needed in (("inputSchema", True), ("outputSchema", False)):
         if key not in raw and not needed:
             continue
