@@ -13,9 +13,13 @@ toolkit also imports it for the Landlock constants and the ABI probe.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import resource
+import select
+import signal
+import stat
 import sys
 from typing import Any
 
@@ -179,17 +183,29 @@ def _drop_capabilities() -> None:
     _check(libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
 
 
-# seccomp: refuse socket(AF_INET/AF_INET6, ...) (UDP too, which Landlock's TCP rules miss) and
-# io_uring (which can open sockets without the socket syscall); everything else is allowed.
+# seccomp. With the network off: refuse socket(AF_INET/AF_INET6, ...) (UDP too, which Landlock's
+# TCP rules miss; only without a network namespace) and io_uring (which can open sockets without
+# the socket syscall). Unix-domain sockets: only stream and seqpacket ones may be created (a
+# datagram socket can send to any path with sendto, which the filter cannot read), socketpair()
+# stays, and every connect() goes to the supervisor (see `_supervise`), which decides on the path
+# and connects the socket itself. Everything else is allowed.
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_SECCOMP_RET_USER_NOTIF = 0x7FC00000
 _EACCES = 13
-_ARCHES = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
-    "x86_64": (0xC000003E, 41, 425),
-    "aarch64": (0xC00000B7, 198, 425),
-}
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
+# machine -> AUDIT_ARCH_*, and the numbers of seccomp, socket, socketpair, connect, io_uring_setup
+_ARCHES = {
+    "x86_64": (0xC000003E, {"seccomp": 317, "socket": 41, "socketpair": 53, "connect": 42,
+                            "io_uring_setup": 425}),
+    "aarch64": (0xC00000B7, {"seccomp": 277, "socket": 198, "socketpair": 199, "connect": 203,
+                             "io_uring_setup": 425}),
+}  # fmt: skip
 SECCOMP_MACHINES = frozenset(_ARCHES)
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_BPF_LD_W_ABS, _BPF_ALU_AND_K = 0x20, 0x54
+_BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x15, 0x35, 0x06
 
 
 class _SockFilter(ctypes.Structure):
@@ -205,36 +221,88 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
 
 
-def _deny_inet_sockets() -> None:
+def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, int]]:
+    """The BPF program, assembled with labels (jump offsets are computed, not hand-counted)."""
     machine = os.uname().machine
     if machine not in _ARCHES:
         raise OSError(0, f"no seccomp network filter for {machine}")
-    arch, nr_socket, nr_uring = _ARCHES[machine]
+    arch, nr = _ARCHES[machine]
     deny = _SECCOMP_RET_ERRNO | _EACCES
-    program = [
+    code: list[tuple[int, str | int, str | int, int] | str] = [
         (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         (_BPF_JEQ_K, 1, 0, arch),
         (_BPF_RET_K, 0, 0, deny),  # another ABI (32-bit compat): refuse the call
         (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-        (_BPF_JGE_K, 0, 1, 0x40000000),
-        (_BPF_RET_K, 0, 0, deny),  # x32 syscalls
-        (_BPF_JEQ_K, 0, 1, nr_uring),
-        (_BPF_RET_K, 0, 0, deny),
-        (_BPF_JEQ_K, 0, 4, nr_socket),
-        (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0] (the address family), low half
-        (_BPF_JEQ_K, 1, 0, 2),  # AF_INET
-        (_BPF_JEQ_K, 0, 1, 10),  # AF_INET6
-        (_BPF_RET_K, 0, 0, deny),
-        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        (_BPF_JGE_K, "deny", 0, 0x40000000),  # x32 syscalls
+        (_BPF_JEQ_K, "deny", 0, nr["io_uring_setup"]),
+        (_BPF_JEQ_K, "socket", 0, nr["socket"]),
     ]
+    if unix:
+        code += [
+            (_BPF_JEQ_K, "socketpair", 0, nr["socketpair"]),
+            (_BPF_JEQ_K, "notify", 0, nr["connect"]),
+        ]
+    code += [
+        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        "socket",
+        (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0] (the address family), low half
+    ]
+    if no_inet:
+        code += [(_BPF_JEQ_K, "deny", 0, _AF_INET), (_BPF_JEQ_K, "deny", 0, _AF_INET6)]
+    if unix:
+        code += [
+            (_BPF_JEQ_K, "unix_type", "allow", _AF_UNIX),
+            "socketpair",
+            (_BPF_LD_W_ABS, 0, 0, 16),
+            (_BPF_JEQ_K, "unix_type", "allow", _AF_UNIX),
+            "unix_type",
+            (_BPF_LD_W_ABS, 0, 0, 24),  # args[1], the type, without SOCK_NONBLOCK/SOCK_CLOEXEC
+            (_BPF_ALU_AND_K, 0, 0, 0xF),
+            (_BPF_JEQ_K, "allow", 0, _SOCK_STREAM),
+            (_BPF_JEQ_K, "allow", "deny", _SOCK_SEQPACKET),
+            "notify",
+            (_BPF_RET_K, 0, 0, _SECCOMP_RET_USER_NOTIF),
+        ]
+    code += [
+        "allow",
+        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        "deny",
+        (_BPF_RET_K, 0, 0, deny),
+    ]
+    labels: dict[str, int] = {}
+    for item in code:
+        if isinstance(item, str):
+            labels[item] = sum(1 for c in code[: code.index(item)] if not isinstance(c, str))
+    program: list[tuple[int, int, int, int]] = []
+    for item in code:
+        if isinstance(item, str):
+            continue
+        op, jt, jf, k = item
+        here = len(program)
+        offset = [j if isinstance(j, int) else labels[j] - here - 1 for j in (jt, jf)]
+        program.append((op, offset[0], offset[1], k))
+    return program
+
+
+def _install_filter(*, no_inet: bool, unix: bool) -> int:
+    """Install the filter; with `unix`, return the listener fd the supervisor reads (else -1)."""
+    program = _filter_program(no_inet=no_inet, unix=unix)
     filters = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
     prog = _SockFprog(len(program), filters)
     libc = _libc()
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    _check(
-        libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
-        "prctl(PR_SET_SECCOMP)",
-    )
+    if not unix:
+        _check(
+            libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+            "prctl(PR_SET_SECCOMP)",
+        )
+        return -1
+    nr = _ARCHES[os.uname().machine][1]["seccomp"]
+    return _check(
+        libc.syscall(nr, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                     ctypes.byref(prog)),
+        "seccomp(SECCOMP_SET_MODE_FILTER)",
+    )  # fmt: skip
 
 
 def _set_rlimits(limits: dict[str, int]) -> None:
@@ -245,25 +313,232 @@ def _set_rlimits(limits: dict[str, int]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
-        return 2
-    config: dict[str, Any] = json.loads(argv[1])
-    command = argv[3:]
-    for name in config.get("unset", ()):
-        os.environ.pop(name, None)
+# The supervisor's side of seccomp user notification (linux/seccomp.h).
+_NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
+_NOTIF_FLAG_CONTINUE = 1
+_SYS_PIDFD_GETFD = 438
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+class _SeccompData(ctypes.Structure):
+    _fields_ = (
+        ("nr", ctypes.c_int32),
+        ("arch", ctypes.c_uint32),
+        ("ip", ctypes.c_uint64),
+        ("args", ctypes.c_uint64 * 6),
+    )
+
+
+class _Notif(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("data", _SeccompData),
+    )
+
+
+class _NotifResp(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("val", ctypes.c_int64),
+        ("error", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    )
+
+
+class _Supervisor:
+    """Answers the sandboxed processes' connect() calls on Unix-domain sockets.
+
+    The filter cannot read the address, and letting the kernel go on after the supervisor read
+    it would race (another thread can rewrite the address in between), so the supervisor never
+    lets a Unix connect continue: it reads the address once, decides on its own copy, and if the
+    path is allowed it connects the caller's very socket (a duplicate from pidfd_getfd) itself.
+    Allowed: a socket listed in `allow`, or one in the sandbox's private temp folder (where the
+    command's own servers live: Python multiprocessing's forkserver, test servers). Everything
+    else, abstract and unnamed addresses included, is refused with EACCES.
+    """
+
+    def __init__(self, listener: int, allow: list[str], private: str | None) -> None:
+        self.listener = listener
+        self.allow = allow
+        self.private = private
+        self.libc = _libc()
+
+    def allowed_inodes(self) -> set[tuple[int, int]]:
+        found: set[tuple[int, int]] = set()
+        for path in self.allow:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            found.add((st.st_dev, st.st_ino))
+        return found
+
+    def valid(self, notif_id: int) -> bool:
+        return (
+            self.libc.ioctl(self.listener, _NOTIF_ID_VALID, ctypes.byref(ctypes.c_uint64(notif_id)))
+            == 0
+        )
+
+    def reply(self, notif_id: int, error: int = 0, *, go_on: bool = False) -> None:
+        resp = _NotifResp(notif_id, 0, -error if error else 0, _NOTIF_FLAG_CONTINUE if go_on else 0)
+        self.libc.ioctl(self.listener, _NOTIF_SEND, ctypes.byref(resp))  # fails if the caller died
+
+    def handle_one(self) -> None:
+        notif = _Notif()
+        if self.libc.ioctl(self.listener, _NOTIF_RECV, ctypes.byref(notif)) != 0:
+            return  # the caller died meanwhile
+        try:
+            error, go_on = self.connect(notif)
+        except OSError as exc:
+            error, go_on = exc.errno or _EACCES, False
+        self.reply(notif.id, error, go_on=go_on)
+
+    def connect(self, notif: _Notif) -> tuple[int, bool]:
+        import socket  # only when a command connects: the launcher starts faster without it
+
+        fd, addr, size = (int(a) for a in notif.data.args[:3])
+        pidfd = os.pidfd_open(notif.pid)
+        try:
+            if not self.valid(notif.id):  # the pid was reused: this is not the caller
+                return errno.ESRCH, False
+            sockfd = self.libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0)
+            if sockfd < 0:
+                return ctypes.get_errno() or errno.EBADF, False
+        finally:
+            os.close(pidfd)
+        try:
+            sock = socket.socket(fileno=sockfd)
+        except OSError:
+            os.close(sockfd)
+            return errno.ENOTSOCK, False
+        with sock:
+            if sock.family != socket.AF_UNIX:
+                return 0, True  # its family is fixed: no address can make it reach a Unix socket
+            with open(f"/proc/{notif.pid}/mem", "rb", buffering=0) as mem:
+                mem.seek(addr)
+                raw = mem.read(max(0, min(size, 110)))
+            if not self.valid(notif.id):
+                return errno.ESRCH, False
+            return self.connect_path(sock, raw, notif.pid), False
+
+    def connect_path(self, sock: Any, raw: bytes, pid: int) -> int:
+        path = raw[2:].split(b"\0", 1)[0] if len(raw) > 2 and raw[2] != 0 else b""
+        if int.from_bytes(raw[:2], sys.byteorder) != _AF_UNIX or not path:
+            return _EACCES  # abstract or unnamed: never outside the sandbox
+        cwd = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC, dir_fd=cwd)
+        finally:
+            os.close(cwd)
+        try:
+            st = os.fstat(target)
+            if not stat.S_ISSOCK(st.st_mode):
+                return errno.ECONNREFUSED
+            where = os.readlink(f"/proc/self/fd/{target}")
+            inside = self.private is not None and where.startswith(self.private + "/")
+            if inside and self.private is not None:
+                inside = os.stat(self.private).st_dev == st.st_dev
+            if not inside and (st.st_dev, st.st_ino) not in self.allowed_inodes():
+                return _EACCES
+            try:
+                sock.connect(f"/proc/self/fd/{target}")
+            except OSError as exc:
+                return exc.errno or errno.ECONNREFUSED
+            return 0
+        finally:
+            os.close(target)
+
+    def serve(self, child: int) -> int:
+        """Answer notifications until the command exits; return its exit status."""
+        pidfd = os.pidfd_open(child)
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        while True:
+            for fd, events in poller.poll():
+                if fd == pidfd:
+                    _, status = os.waitpid(child, 0)
+                    return status
+                if events & select.POLLIN:
+                    self.handle_one()
+                elif events & (select.POLLHUP | select.POLLERR):
+                    poller.unregister(self.listener)
+
+
+def _confine(config: dict[str, Any]) -> None:
+    _set_rlimits(config.get("rlimits", {}))
+    if "abi" in config:
+        if os.geteuid() == 0:
+            _drop_capabilities()
+        _apply_landlock(config)
+
+
+def _supervised(config: dict[str, Any], command: list[str]) -> int:
+    """Fork: the child confines itself, installs the filter and hands the listener over before
+    it execs the command; this process stays as the supervisor (unconfined, without
+    capabilities) and exits with the command's status."""
+    unix: dict[str, Any] = config["unix"]
+    # The child tells its listener's number through one pipe, and waits on the other until
+    # this process has taken a copy (pidfd_getfd): the listener is close-on-exec.
+    number_r, number_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(number_r)
+        os.close(ack_w)
+        try:
+            _confine(config)
+            listener = _install_filter(no_inet=bool(config.get("no_inet")), unix=True)
+            os.write(number_w, f"{listener}\n".encode())
+            os.close(number_w)
+            os.read(ack_r, 1)
+            os.close(ack_r)
+        except (OSError, ValueError) as exc:
+            print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
+            os._exit(126)
+        os._exit(_exec(command))
+    os.close(number_w)
+    os.close(ack_r)
+    for sig in _FORWARDED:
+        signal.signal(sig, lambda num, _frame: os.kill(child, num))
+    fds = _take_listener(child, number_r)
+    os.close(number_r)
+    os.close(ack_w)
+    if "abi" in config and os.geteuid() == 0:
+        _drop_capabilities()  # as the command did (inside bwrap, it has none already)
+    # The supervisor must not hold the command's pipes open after it ended.
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    os.close(null)
+    if fds:
+        status = _Supervisor(fds[0], list(unix.get("allow", ())), unix.get("private")).serve(child)
+    else:
+        status = os.waitpid(child, 0)[1]
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: die of the same one, as the command did
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+def _take_listener(child: int, number_r: int) -> list[int]:
+    """A copy of the child's listener, or nothing if it failed before installing it."""
+    text = os.read(number_r, 32).strip()
+    if not text:
+        return []
+    pidfd = os.pidfd_open(child)
     try:
-        _set_rlimits(config.get("rlimits", {}))
-        if "abi" in config:
-            if os.geteuid() == 0:
-                _drop_capabilities()
-            _apply_landlock(config)
-        if config.get("no_inet"):
-            _deny_inet_sockets()
-    except (OSError, ValueError) as exc:
-        print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
-        return 126
+        fd = _check(_libc().syscall(_SYS_PIDFD_GETFD, pidfd, int(text), 0), "pidfd_getfd")
+    finally:
+        os.close(pidfd)
+    return [fd]
+
+
+def _exec(command: list[str]) -> int:
     try:
         os.execvp(command[0], command)
     except FileNotFoundError:
@@ -272,6 +547,26 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"toolnexus sandbox: cannot run {command[0]}: {exc}", file=sys.stderr)
         return 126
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
+        return 2
+    config: dict[str, Any] = json.loads(argv[1])
+    command = argv[3:]
+    for name in config.get("unset", ()):
+        os.environ.pop(name, None)
+    if "unix" in config:
+        return _supervised(config, command)
+    try:
+        _confine(config)
+        if config.get("no_inet"):
+            _install_filter(no_inet=True, unix=False)
+    except (OSError, ValueError) as exc:
+        print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
+        return 126
+    return _exec(command)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "WrappedCommand",
     "confine_path",
     "detect",
+    "protected_git_paths",
     "wrap_command",
 ]
 
@@ -64,7 +66,7 @@ find programs and speak the user's locale, nothing that usually carries a secret
 _FS_RANK: dict[FilesystemMode, int] = {"read-only": 0, "workspace-write": 1, "full": 2}
 _KEYS = (
     "filesystem", "writable", "deny_read", "network", "env", "timeout", "max_output",
-    "max_memory", "max_processes", "max_file_size", "required",
+    "max_memory", "max_processes", "max_file_size", "required", "unix_sockets",
 )  # fmt: skip
 _ENV_KEYS = ("allow", "set")
 # Variables some spawners add on their own (the MCP SDK's stdio client merges these into the
@@ -98,6 +100,11 @@ class SandboxPolicy:
     """False: no network. True: unrestricted. A tuple of host names (or `*.domain` globs): only
     meaningful for HTTP tools, which check it in-process; process sandboxes reject it (see
     `check_process`) because no mechanism here can filter a process's traffic by host."""
+    unix_sockets: tuple[str, ...] = ()
+    """With `network: false`, the Unix-domain sockets outside the sandbox a process may still
+    connect to (absolute paths, exactly). Every other one is refused, whatever its permissions:
+    `/var/run/docker.sock` is root on the host. Sockets the process creates in its own temp
+    folder stay reachable; `socketpair()` always works."""
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     """Names (or `fnmatch` globs such as `LC_*`) of inherited variables that pass through."""
     env_set: Mapping[str, str] = field(default_factory=_empty_env)
@@ -164,6 +171,8 @@ class SandboxPolicy:
                 )
             elif key == "network":
                 changes["network"] = _network(value, where)
+            elif key == "unix_sockets":
+                changes["unix_sockets"] = _socket_paths(value, where, base_dir)
             elif key == "env":
                 changes.update(_env_block(value, where, policy))
             elif key == "timeout":
@@ -202,6 +211,7 @@ class SandboxPolicy:
             ),
             deny_read=_union(self.deny_read, other.deny_read),
             network=_tighter_network(self.network, other.network),
+            unix_sockets=_tighter_sockets(self, other),
             env_allow=tuple(n for n in self.env_allow if n in other.env_allow),
             env_set={**self.env_set, **other.env_set},
             timeout=_min_limit(self.timeout, other.timeout),
@@ -233,6 +243,10 @@ class SandboxPolicy:
             out.append(f"protected drops {', '.join(dropped)}")
         if _tighter_network(self.network, other.network) != self.network:
             out.append(f"network {self.network!r} is looser than {other.network!r}")
+        elif self.network is False and other.network is False:
+            extra_sockets = [u for u in self.unix_sockets if u not in other.unix_sockets]
+            if extra_sockets:
+                out.append(f"unix_sockets adds {', '.join(extra_sockets)}")
         extra_env = [n for n in self.env_allow if n not in other.env_allow]
         if extra_env:
             out.append(f"env.allow adds {', '.join(extra_env)}")
@@ -339,6 +353,26 @@ def _network(value: Any, where: str) -> bool | tuple[str, ...]:
                 field=f"{where}[{i}]",
             )
     return tuple(h.lower() for h in hosts) if hosts else False
+
+
+def _socket_paths(value: Any, where: str, base_dir: Path) -> tuple[str, ...]:
+    entries = _str_list(value, where)
+    for i, entry in enumerate(entries):
+        if _GLOB_CHARS.intersection(entry):
+            raise ConfigError(
+                f"expected the exact path of a socket (no globs), got {entry!r}",
+                field=f"{where}[{i}]",
+            )
+    return tuple(_abspath(e, base_dir) for e in entries)
+
+
+def _tighter_sockets(a: SandboxPolicy, b: SandboxPolicy) -> tuple[str, ...]:
+    """Sockets reachable under both: a side with the network on restricts nothing."""
+    if a.network is not False:
+        return b.unix_sockets
+    if b.network is not False:
+        return a.unix_sockets
+    return tuple(u for u in a.unix_sockets if u in b.unix_sockets)
 
 
 def _env_block(value: Any, where: str, base: SandboxPolicy) -> dict[str, Any]:
@@ -544,6 +578,71 @@ def _check_write(given: str, resolved: Path, ws: Path, policy: SandboxPolicy) ->
             )
 
 
+# --- git metadata --------------------------------------------------------------------------
+
+_GIT_SCAN_TTL = 5.0
+_git_scans: dict[Path, tuple[float, list[Path]]] = {}
+
+
+def protected_git_paths(workspace: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """The git metadata a sandboxed command may not change: every repository's `.git` (folder or
+    gitfile) found in the workspace and in `roots`, at any depth, and the git folders those
+    gitfiles (and their `commondir`) point to inside them.
+
+    Whole `.git` folders, not only `config`, `hooks/`, `commondir` and `objects/info/alternates`:
+    git reads `commondir` (and `config.worktree`) whenever the file *exists*, and neither a bind
+    mount nor Landlock can forbid creating one name in a folder git must write to (`index.lock`
+    sits beside them). So, as in Codex, git commands that write (add, commit) fail inside the
+    sandbox; reading ones work. Repositories created after the scan are not covered: whoever
+    runs git outside the sandbox must still check for redirects. The scan walks the trees (it
+    does not follow symlinks nor enter `.git`) and is reused for a few seconds.
+    """
+    bases = _dedupe([_real(Path(workspace)), *(_real(Path(r)) for r in roots)])
+    out: list[Path] = []
+    for base in bases:
+        out += _git_entries(base, bases)
+    return _dedupe(out)
+
+
+def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
+    now = time.monotonic()
+    cached = _git_scans.get(base)
+    if cached is not None and now - cached[0] < _GIT_SCAN_TTL:
+        return cached[1]
+    found: list[Path] = []
+    stack = [base]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                found += _git_metadata(Path(entry.path), bases)
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    _git_scans[base] = (now, found)
+    return found
+
+
+def _git_metadata(dot_git: Path, bases: Sequence[Path]) -> list[Path]:
+    """`.git` itself and, for a gitfile, the folders it redirects to that lie inside `bases`."""
+    out = [dot_git]
+    if dot_git.is_symlink() or not dot_git.is_file():
+        return out
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        first = dot_git.read_text("utf-8").splitlines()[0]
+        if first.startswith("gitdir:"):
+            target = _real(dot_git.parent / first[len("gitdir:") :].strip())
+            common = target / "commondir"
+            linked = [target]
+            if common.is_file():
+                linked.append(_real(target / common.read_text("utf-8").strip()))
+            out += [t for t in linked if t.is_dir() and any(_within(t, b) for b in bases)]
+    return out
+
+
 # --- detection -------------------------------------------------------------------------------
 
 
@@ -692,11 +791,11 @@ def wrap_command(
         )
     mechanism: Mechanism = "none"
     problems: dict[str, str] = {}
-    if support.bwrap.available:
+    lacking = _seccomp_lacks(policy)
+    if support.bwrap.available and not lacking:
         mechanism = "bwrap"
     else:
-        problems["bwrap"] = support.bwrap.reason
-        lacking = _landlock_lacks(policy, support.landlock_abi)
+        problems["bwrap"] = lacking or support.bwrap.reason
         if support.landlock.available and not lacking:
             mechanism = "landlock"
         else:
@@ -792,7 +891,7 @@ def _bwrap(
                 args += ["--bind", str(root), str(root)]
         if policy.filesystem == "read-only":
             args += ["--remount-ro", "/tmp"]
-    for path in policy.protected_paths(ws):
+    for path in _protected(policy, ws):
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
     for path in _expand_denied(policy, ws):
@@ -801,9 +900,18 @@ def _bwrap(
     for name in _SPAWNER_DEFAULT_ENV:
         if name not in env:
             args += ["--unsetenv", name]
+    if policy.network is False and policy.filesystem != "full":
+        # Listed sockets under the host's /tmp must show through the private one.
+        for sock in _host_tmp_entries(Path(u) for u in policy.unix_sockets):
+            args += ["--ro-bind", sock, sock]
     args += ["--chdir", str(_real(cwd))]
     args.append("--")
-    if policy.rlimits:
+    if policy.network is False:
+        # Abstract sockets are already the sandbox's own (a network namespace has its own);
+        # pathname ones are checked by the launcher's supervisor.
+        private = "/tmp" if policy.filesystem == "workspace-write" else None
+        args += _launcher({"rlimits": policy.rlimits, "unix": _unix_config(policy, private)})
+    elif policy.rlimits:
         # util-linux prlimit is a small C program; the Python launcher costs ~20 ms more.
         prlimit = shutil.which("prlimit")
         if prlimit is None:
@@ -813,9 +921,16 @@ def _bwrap(
     return WrappedCommand(argv=(*args, *argv), env=env, mechanism="bwrap")
 
 
-def _landlock_lacks(policy: SandboxPolicy, abi: int) -> str:
+def _unix_config(policy: SandboxPolicy, private: str | None) -> dict[str, Any]:
+    """What the launcher's supervisor needs: the listed sockets and the private temp folder."""
+    return {"allow": list(policy.unix_sockets), "private": private}
+
+
+def _seccomp_lacks(policy: SandboxPolicy) -> str:
+    """Both chains need the seccomp filter with the network off (Unix sockets; inet too under
+    Landlock): without it the policy cannot be enforced."""
     if policy.network is False and os.uname().machine not in _lx.SECCOMP_MACHINES:
-        return f"no seccomp network filter for {os.uname().machine}"
+        return f"no seccomp filter for Unix-domain sockets on {os.uname().machine}"
     return ""
 
 
@@ -842,13 +957,14 @@ def _landlock(
             env["TMPDIR"] = str(tmp)
             roots.append(tmp)
         for root in roots:
-            rules += _carve(root, [*policy.protected_paths(ws), *denied], write, ancestor=0)
+            rules += _carve(root, [*_protected(policy, ws), *denied], write, ancestor=0)
         rules += [(dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES]
         config["fs"] = _lx.handled_fs(abi)
         config["rules"] = rules
     if policy.network is False:
         config["net"] = _lx.NET_BIND_TCP | _lx.NET_CONNECT_TCP
         config["no_inet"] = True
+        config["unix"] = _unix_config(policy, str(cleanup[0]) if cleanup else None)
     if abi >= 6:
         # Signals and abstract Unix sockets stay inside the sandbox's own domain.
         config["scope"] = _lx.SCOPE_SIGNAL | (
@@ -860,6 +976,15 @@ def _landlock(
         mechanism="landlock",
         cleanup=tuple(cleanup),
     )
+
+
+def _protected(policy: SandboxPolicy, ws: Path) -> list[Path]:
+    """The policy's protected paths and the git metadata of the workspace and writable folders
+    (nothing to protect where nothing is writable)."""
+    if policy.filesystem == "read-only":
+        return policy.protected_paths(ws)
+    writable = [Path(w) for w in policy.writable]
+    return _dedupe([*policy.protected_paths(ws), *protected_git_paths(ws, writable)])
 
 
 _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")

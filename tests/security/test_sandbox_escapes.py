@@ -1,0 +1,336 @@
+"""Escapes from the process sandbox, tried as an attacker would, under each mechanism.
+
+Every test runs a real command under `run_process` with bubblewrap and again with Landlock (the
+other switched off), against real files and real Unix-domain servers on the host, and checks the
+host afterwards. Each refusal has a control in the same test showing the allowed path works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolnexus.errors import ConfigError
+from toolnexus.process import ProcessResult, run_process
+from toolnexus.sandbox import SandboxPolicy, detect, protected_git_paths
+
+
+@pytest.fixture(autouse=True)
+def _fresh_detection() -> Iterator[None]:
+    detect.cache_clear()
+    yield
+    detect.cache_clear()
+
+
+@pytest.fixture(params=("bwrap", "landlock"))
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name: str = request.param
+    monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
+    status = getattr(detect(), name)
+    if not status.available:
+        pytest.skip(f"{name} does not work on this machine: {status.reason}")
+    return name
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return workspace
+
+
+async def run(argv: list[str], policy: SandboxPolicy, ws: Path, mechanism: str) -> ProcessResult:
+    result = await run_process(
+        argv, cwd=ws, timeout=30, max_output=100_000, sandbox=policy, workspace=ws
+    )
+    assert result.mechanism == mechanism
+    assert not result.unconfined
+    return result
+
+
+# --- Unix-domain sockets ---------------------------------------------------------------------
+
+
+class UnixServer:
+    """A host server on a Unix-domain socket (pathname or abstract) that greets and counts."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(address)
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            with conn:
+                conn.sendall(b"hello from the host\n")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def host_socket(tmp_path: Path) -> Iterator[UnixServer]:
+    server = UnixServer(str(tmp_path / "host.sock"))  # outside the workspace, like docker.sock
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def abstract_socket() -> Iterator[UnixServer]:
+    server = UnixServer(f"\0toolnexus-test-{uuid.uuid4().hex}")
+    yield server
+    server.close()
+
+
+CONNECT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1].replace("@", "\\0", 1) if sys.argv[1].startswith("@") else sys.argv[1])
+    print("GOT", s.recv(100).decode().strip())
+except OSError as e:
+    print("REFUSED", e.errno)
+"""
+
+
+def _connect(address: str) -> list[str]:
+    return [sys.executable, "-c", CONNECT, address.replace("\0", "@", 1)]
+
+
+@pytest.mark.anyio
+async def test_network_off_refuses_a_host_unix_socket(
+    mechanism: str, ws: Path, host_socket: UnixServer
+) -> None:
+    result = await run(_connect(host_socket.address), SandboxPolicy(network=False), ws, mechanism)
+    assert "REFUSED 13" in result.stdout, result.stderr
+    assert host_socket.accepted == 0
+    # A symlink in the workspace to the socket is the same socket.
+    (ws / "link.sock").symlink_to(host_socket.address)
+    result = await run(_connect("link.sock"), SandboxPolicy(network=False), ws, mechanism)
+    assert "REFUSED 13" in result.stdout, result.stderr
+    assert host_socket.accepted == 0
+
+
+@pytest.mark.anyio
+async def test_a_listed_unix_socket_is_reachable(
+    mechanism: str, ws: Path, host_socket: UnixServer
+) -> None:
+    policy = SandboxPolicy(network=False, unix_sockets=(host_socket.address,))
+    result = await run(_connect(host_socket.address), policy, ws, mechanism)
+    assert "GOT hello from the host" in result.stdout, result.stderr
+    open_ = await run(_connect(host_socket.address), SandboxPolicy(network=True), ws, mechanism)
+    assert "GOT hello from the host" in open_.stdout, open_.stderr
+    assert host_socket.accepted == 2
+
+
+@pytest.mark.anyio
+async def test_network_off_refuses_an_abstract_unix_socket(
+    mechanism: str, ws: Path, abstract_socket: UnixServer
+) -> None:
+    result = await run(
+        _connect(abstract_socket.address), SandboxPolicy(network=False), ws, mechanism
+    )
+    assert "REFUSED" in result.stdout, result.stderr
+    assert abstract_socket.accepted == 0
+
+
+@pytest.mark.anyio
+async def test_network_off_refuses_unix_datagrams(mechanism: str, ws: Path, tmp_path: Path) -> None:
+    """A datagram socket can send to any path with sendto, which no filter can read: refused."""
+    target = tmp_path / "host-dgram.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as host:
+        host.bind(str(target))
+        host.setblocking(False)
+        script = (
+            "import socket, sys\n"
+            "for make in (lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),\n"
+            "             lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]):\n"
+            "    try:\n"
+            "        make().sendto(b'x', sys.argv[1]); print('SENT')\n"
+            "    except OSError as e:\n"
+            "        print('REFUSED', e.errno)\n"
+        )
+        result = await run([sys.executable, "-c", script, str(target)],
+                           SandboxPolicy(network=False), ws, mechanism)  # fmt: skip
+        with pytest.raises(BlockingIOError):
+            host.recv(10)
+    assert result.stdout.split() == ["REFUSED", "13", "REFUSED", "13"], result.stderr
+
+
+INSIDE = """
+import multiprocessing, os, socket, tempfile
+a, b = socket.socketpair()
+a.sendall(b"pair"); print(b.recv(4).decode())
+path = os.path.join(tempfile.gettempdir(), "own.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(1)
+cli = socket.socket(socket.AF_UNIX); cli.connect(path)
+conn, _ = srv.accept(); conn.sendall(b"own"); print(cli.recv(3).decode())
+child = multiprocessing.get_context("forkserver").Process(target=print, args=("child",))
+child.start(); child.join(); print("exit", child.exitcode)
+"""
+
+
+@pytest.mark.anyio
+async def test_sockets_of_the_sandbox_itself_keep_working(mechanism: str, ws: Path) -> None:
+    """socketpair, a server in the sandbox's temp folder, multiprocessing's forkserver."""
+    result = await run([sys.executable, "-c", INSIDE], SandboxPolicy(network=False), ws, mechanism)
+    assert result.stdout.split() == ["pair", "own", "child", "exit", "0"], result.stderr
+
+
+def test_unix_sockets_is_read_and_validated(tmp_path: Path) -> None:
+    policy = SandboxPolicy.from_mapping(
+        {"network": False, "unix_sockets": ["/run/docker.sock", "rel/agent.sock"]},
+        base_dir=tmp_path,
+    )
+    assert policy.unix_sockets == ("/run/docker.sock", str(tmp_path / "rel/agent.sock"))
+    for bad, where in (("/run/x.sock", "sandbox.unix_sockets"),
+                       (["/run/*.sock"], "sandbox.unix_sockets[0]"),
+                       ([""], "sandbox.unix_sockets[0]")):  # fmt: skip
+        with pytest.raises(ConfigError) as caught:
+            SandboxPolicy.from_mapping({"unix_sockets": bad}, base_dir=tmp_path)
+        assert caught.value.field == where
+
+
+def test_an_include_may_only_narrow_unix_sockets() -> None:
+    wide = SandboxPolicy(unix_sockets=("/a.sock", "/b.sock"))
+    narrow = SandboxPolicy(unix_sockets=("/b.sock",))
+    assert wide.tighten(narrow).unix_sockets == ("/b.sock",)
+    assert SandboxPolicy(network=True).tighten(narrow).unix_sockets == ("/b.sock",)
+    assert wide.loosens(narrow) == ["unix_sockets adds /a.sock"]
+    assert narrow.loosens(wide) == []
+
+
+# --- git metadata ----------------------------------------------------------------------------
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "->" + os.readlink(path)
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir"
+    return out
+
+
+@pytest.fixture
+def repos(ws: Path, tmp_path: Path) -> list[Path]:
+    """The workspace's repository, a nested one, and one whose `.git` is a gitfile pointing to
+    a git folder elsewhere in the workspace (as worktrees and submodules do)."""
+    _git("init", "-q", cwd=ws)
+    (ws / "sub").mkdir()
+    _git("init", "-q", cwd=ws / "sub")
+    (ws / "linked").mkdir()
+    (ws / "store").mkdir()
+    _git("init", "-q", "--separate-git-dir", str(ws / "store" / "linked.git"), cwd=ws / "linked")
+    return [ws, ws / "sub", ws / "linked"]
+
+
+ATTACKS = [
+    "echo '[core] fsmonitor = evil' >> .git/config",
+    "echo evil > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    "ln -s /bin/true .git/hooks/post-checkout",
+    "echo ../../elsewhere > .git/commondir",
+    "echo /tmp/objects > .git/objects/info/alternates",
+    "echo '[core] fsmonitor = evil' > .git/config.worktree",
+    "ln -s .git/config cfg && echo evil >> cfg",
+    "mv .git/config cfg2",
+    "mv .git/hooks hooks2",
+    "mv .git dotgit",
+    "rm -rf .git",
+    "echo 'gitdir: /tmp/evil' > .git",
+]
+
+
+@pytest.mark.anyio
+async def test_git_metadata_cannot_be_changed_from_the_sandbox(
+    mechanism: str, ws: Path, repos: list[Path]
+) -> None:
+    before = {repo: _snapshot(repo / ".git") if (repo / ".git").is_dir() else {} for repo in repos}
+    store = _snapshot(ws / "store")
+    gitfile = (ws / "linked" / ".git").read_text()
+    script = "; ".join(
+        f"( cd {repo.relative_to(ws) or '.'} && {{ {attack} ; }} ) 2>/dev/null && echo WROTE {i}"
+        for repo in repos
+        for i, attack in enumerate(ATTACKS)
+    )
+    # The gitfile's target, written directly.
+    script += "; (echo evil >> store/linked.git/config) 2>/dev/null && echo WROTE store"
+    (ws / "src").mkdir()  # Landlock: no new folders at the root of a repository (see below)
+    script += "; echo fine > src/ok.txt && git status --short >/dev/null && echo OK"
+    result = await run(["sh", "-c", script], SandboxPolicy(), ws, mechanism)
+    assert "WROTE" not in result.stdout, result.stdout
+    assert result.stdout.strip().endswith("OK"), result.stderr
+    # (`mv` out of a read-only mount falls back to copying: a copy may appear, the original stays.)
+    for repo in repos:
+        if before[repo]:
+            assert (repo / ".git").is_dir()
+            assert _snapshot(repo / ".git") == before[repo]
+    assert (ws / "linked" / ".git").read_text() == gitfile
+    assert _snapshot(ws / "store") == store
+    assert (ws / "src" / "ok.txt").read_text() == "fine\n"
+
+
+def test_protected_git_paths_names_every_repository(ws: Path, repos: list[Path]) -> None:
+    found = protected_git_paths(ws)
+    assert set(found) == {
+        (ws / ".git").resolve(),
+        (ws / "sub" / ".git").resolve(),
+        (ws / "linked" / ".git").resolve(),
+        (ws / "store" / "linked.git").resolve(),
+    }
+
+
+@pytest.mark.anyio
+async def test_new_file_at_the_workspace_root(mechanism: str, ws: Path, repos: list[Path]) -> None:
+    """bwrap: created, with `.git` read-only. Landlock can only grant rights to whole subtrees, so
+    a right to write new files at the root would also cover `.git/config`: it keeps `.git`
+    protected and refuses new files at the root (and in the folders on the way to a repository),
+    as the README says. Without a repository (or a protected path) there, the root is writable."""
+    script = "echo new > new.txt && echo CREATED; echo evil >> .git/config && echo WROTE; true"
+    result = await run(["sh", "-c", script], SandboxPolicy(), ws, mechanism)
+    assert "WROTE" not in result.stdout
+    if mechanism == "bwrap":
+        assert "CREATED" in result.stdout and (ws / "new.txt").read_text() == "new\n"
+    else:
+        assert "CREATED" not in result.stdout and not (ws / "new.txt").exists()
+    plain = ws / "plain"
+    plain.mkdir()
+    result = await run_process(
+        ["sh", "-c", "echo new > new.txt"],
+        cwd=plain,
+        timeout=30,
+        max_output=1000,
+        sandbox=SandboxPolicy(),
+        workspace=plain,
+    )
+    assert (plain / "new.txt").read_text() == "new\n", result.stderr
