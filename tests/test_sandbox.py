@@ -676,3 +676,10 @@ async def test_a_program_in_a_virtualenv_under_tmp_still_starts(
     )
     assert result.mechanism == mechanism
     assert (result.exit_code, result.stdout) == (0, "site-packages stand-in\n")
+
+
+def test_the_manifest_schema_knows_every_sandbox_key() -> None:
+    from toolnexus import sandbox
+
+    schema = json.loads((Path(sandbox.__file__).parent / "manifest" / "schema.json").read_text())
+    assert set(schema["$defs"]["sandbox"]["properties"]) == set(sandbox._KEYS)  # pyright: ignore[reportPrivateUsage]
