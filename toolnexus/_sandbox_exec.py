@@ -199,13 +199,21 @@ _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 # machine -> AUDIT_ARCH_*, and the numbers of seccomp, socket, socketpair, connect, io_uring_setup
 _ARCHES = {
     "x86_64": (0xC000003E, {"seccomp": 317, "socket": 41, "socketpair": 53, "connect": 42,
-                            "io_uring_setup": 425}),
+                            "io_uring_setup": 425, "open": 2, "creat": 85, "mkdir": 83,
+                            "rmdir": 84, "rename": 82, "unlink": 87, "symlink": 88, "openat": 257,
+                            "mkdirat": 258, "unlinkat": 263, "renameat": 264, "symlinkat": 266,
+                            "renameat2": 316, "openat2": 437}),
     "aarch64": (0xC00000B7, {"seccomp": 277, "socket": 198, "socketpair": 199, "connect": 203,
-                             "io_uring_setup": 425}),
+                             "io_uring_setup": 425, "openat": 56, "mkdirat": 34, "unlinkat": 35,
+                             "symlinkat": 36, "renameat2": 276, "openat2": 437}),
 }  # fmt: skip
+_BROKERED = ("creat", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename", "renameat",
+             "renameat2", "symlink", "symlinkat")  # fmt: skip
+_O_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+_ENOSYS = 38
 SECCOMP_MACHINES = frozenset(_ARCHES)
 _BPF_LD_W_ABS, _BPF_ALU_AND_K = 0x20, 0x54
-_BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x15, 0x35, 0x06
+_BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K = 0x15, 0x35, 0x45, 0x06
 
 
 class _SockFilter(ctypes.Structure):
@@ -221,7 +229,9 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
 
 
-def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, int]]:
+def _filter_program(
+    *, no_inet: bool, unix: bool, broker: bool = False
+) -> list[tuple[int, int, int, int]]:
     """The BPF program, assembled with labels (jump offsets are computed, not hand-counted)."""
     machine = os.uname().machine
     if machine not in _ARCHES:
@@ -242,6 +252,14 @@ def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, i
             (_BPF_JEQ_K, "socketpair", 0, nr["socketpair"]),
             (_BPF_JEQ_K, "notify", 0, nr["connect"]),
         ]
+    if broker:
+        # Creating, removing, renaming and opening for writing go to the supervisor (it judges
+        # them by path); openat2 (whose flags sit in memory) says "not here" and libc falls back.
+        code += [(_BPF_JEQ_K, "notify", 0, nr[name]) for name in _BROKERED if name in nr]
+        code += [(_BPF_JEQ_K, "enosys", 0, nr["openat2"])]
+        if "open" in nr:
+            code += [(_BPF_JEQ_K, "flags_in_1", 0, nr["open"])]
+        code += [(_BPF_JEQ_K, "flags_in_2", 0, nr["openat"])]
     code += [
         (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
         "socket",
@@ -249,6 +267,8 @@ def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, i
     ]
     if no_inet:
         code += [(_BPF_JEQ_K, "deny", 0, _AF_INET), (_BPF_JEQ_K, "deny", 0, _AF_INET6)]
+    if not unix:
+        code += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
     if unix:
         code += [
             (_BPF_JEQ_K, "unix_type", "allow", _AF_UNIX),
@@ -260,9 +280,20 @@ def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, i
             (_BPF_ALU_AND_K, 0, 0, 0xF),
             (_BPF_JEQ_K, "allow", 0, _SOCK_STREAM),
             (_BPF_JEQ_K, "allow", "deny", _SOCK_SEQPACKET),
-            "notify",
-            (_BPF_RET_K, 0, 0, _SECCOMP_RET_USER_NOTIF),
         ]
+    if broker:
+        code += [
+            "flags_in_1",
+            (_BPF_LD_W_ABS, 0, 0, 24),  # open(path, flags): args[1]
+            (_BPF_JSET_K, "notify", "allow", _O_WRITING),
+            "flags_in_2",
+            (_BPF_LD_W_ABS, 0, 0, 32),  # openat(dirfd, path, flags): args[2]
+            (_BPF_JSET_K, "notify", "allow", _O_WRITING),
+            "enosys",
+            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _ENOSYS),
+        ]
+    if unix or broker:
+        code += ["notify", (_BPF_RET_K, 0, 0, _SECCOMP_RET_USER_NOTIF)]
     code += [
         "allow",
         (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
@@ -284,14 +315,15 @@ def _filter_program(*, no_inet: bool, unix: bool) -> list[tuple[int, int, int, i
     return program
 
 
-def _install_filter(*, no_inet: bool, unix: bool) -> int:
-    """Install the filter; with `unix`, return the listener fd the supervisor reads (else -1)."""
-    program = _filter_program(no_inet=no_inet, unix=unix)
+def _install_filter(*, no_inet: bool, unix: bool, broker: bool = False) -> int:
+    """Install the filter; with `unix` or `broker`, return the listener fd the supervisor reads
+    (else -1)."""
+    program = _filter_program(no_inet=no_inet, unix=unix, broker=broker)
     filters = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
     prog = _SockFprog(len(program), filters)
     libc = _libc()
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if not unix:
+    if not (unix or broker):
         _check(
             libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
             "prctl(PR_SET_SECCOMP)",
@@ -359,11 +391,19 @@ class _Supervisor:
     else, abstract and unnamed addresses included, is refused with EACCES.
     """
 
-    def __init__(self, listener: int, allow: list[str], private: str | None) -> None:
+    def __init__(
+        self,
+        listener: int,
+        allow: list[str],
+        private: str | None,
+        broker: _Broker | None = None,
+    ) -> None:
         self.listener = listener
         self.allow = allow
         self.private = private
+        self.broker = broker
         self.libc = _libc()
+        self.names = {n: name for name, n in _ARCHES[os.uname().machine][1].items()}
 
     def allowed_inodes(self) -> set[tuple[int, int]]:
         found: set[tuple[int, int]] = set()
@@ -385,17 +425,43 @@ class _Supervisor:
         resp = _NotifResp(notif_id, 0, -error if error else 0, _NOTIF_FLAG_CONTINUE if go_on else 0)
         self.libc.ioctl(self.listener, _NOTIF_SEND, ctypes.byref(resp))  # fails if the caller died
 
+    def read_memory(self, pid: int, addr: int, size: int) -> bytes:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(addr)
+            return mem.read(size)
+
+    def read_path(self, pid: int, addr: int) -> bytes:
+        """A NUL-terminated string of the caller's, read once (the copy is what is judged)."""
+        out = b""
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            while len(out) < 4096:
+                mem.seek(addr + len(out))
+                chunk = mem.read(256 - (addr + len(out)) % 256)
+                if not chunk:
+                    break
+                if b"\0" in chunk:
+                    return out + chunk.split(b"\0", 1)[0]
+                out += chunk
+        raise OSError(errno.ENAMETOOLONG, "path too long")
+
     def handle_one(self) -> None:
         notif = _Notif()
         if self.libc.ioctl(self.listener, _NOTIF_RECV, ctypes.byref(notif)) != 0:
             return  # the caller died meanwhile
+        name = self.names.get(notif.data.nr, "")
         try:
-            error, go_on = self.connect(notif)
+            if name == "connect":
+                error, go_on = self.connect(notif)
+            elif self.broker is not None:
+                error, go_on = self.broker.handle(self, notif, name)
+            else:
+                error, go_on = _EACCES, False
         except OSError as exc:
             error, go_on = exc.errno or _EACCES, False
-        self.reply(notif.id, error, go_on=go_on)
+        if error is not None:
+            self.reply(notif.id, error, go_on=go_on)
 
-    def connect(self, notif: _Notif) -> tuple[int, bool]:
+    def connect(self, notif: _Notif) -> tuple[int | None, bool]:
         import socket  # only when a command connects: the launcher starts faster without it
 
         fd, addr, size = (int(a) for a in notif.data.args[:3])
@@ -416,9 +482,7 @@ class _Supervisor:
         with sock:
             if sock.family != socket.AF_UNIX:
                 return 0, True  # its family is fixed: no address can make it reach a Unix socket
-            with open(f"/proc/{notif.pid}/mem", "rb", buffering=0) as mem:
-                mem.seek(addr)
-                raw = mem.read(max(0, min(size, 110)))
+            raw = self.read_memory(notif.pid, addr, max(0, min(size, 110)))
             if not self.valid(notif.id):
                 return errno.ESRCH, False
             return self.connect_path(sock, raw, notif.pid), False
@@ -467,6 +531,233 @@ class _Supervisor:
                     poller.unregister(self.listener)
 
 
+_AT_FDCWD, _AT_REMOVEDIR = -100, 0x200
+_O_TMPFILE = 0o20000000 | os.O_DIRECTORY
+_NOTIF_ADDFD = 0x40182103
+_ADDFD_FLAG_SEND = 1 << 1
+
+
+class _AddFd(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("flags", ctypes.c_uint32),
+        ("srcfd", ctypes.c_uint32),
+        ("newfd", ctypes.c_uint32),
+        ("newfd_flags", ctypes.c_uint32),
+    )
+
+
+class _Broker:
+    """Writes for the command where Landlock cannot let it: in the folders on the way to a
+    protected path (the top of the workspace, above all). Landlock only grants whole subtrees,
+    so those folders get no write right; a write the filter sends here is judged on the path the
+    supervisor itself resolved and, if it lands in such a folder and touches no protected path,
+    done by the supervisor (an opened file is handed over with SECCOMP_IOCTL_NOTIF_ADDFD).
+    Anywhere else the kernel goes on and Landlock decides, so a path rewritten meanwhile by
+    another thread gains nothing.
+    """
+
+    def __init__(self, roots: list[str], granted: list[str], excluded: list[str]) -> None:
+        self.roots = set(roots)
+        self.granted = set(granted)
+        self.excluded = excluded
+        self.inodes: set[tuple[int, int]] = set()
+        for path in excluded:
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            self.inodes.add((st.st_dev, st.st_ino))
+
+    def place(self, real: str) -> str:
+        """refused (protected), outside (no writable root), granted (Landlock allows), brokered."""
+        if any(_under(real, e) for e in self.excluded):
+            return "refused"
+        path = real
+        while True:
+            if path in self.granted:
+                return "granted"
+            if path in self.roots:
+                return "brokered"
+            parent = os.path.dirname(path)
+            if parent == path:
+                return "outside"
+            path = parent
+
+    def touches_protected(self, target: str) -> bool:
+        return any(_under(target, e) or _under(e, target) for e in self.excluded)
+
+    def resolve(
+        self, sup: _Supervisor, pid: int, dirfd: int, addr: int
+    ) -> tuple[int, str, str] | None:
+        """(O_PATH fd of the parent folder, last name, the parent's real path), or None when
+        the kernel should go on (nothing to broker, or an error it reports best)."""
+        path = sup.read_path(pid, addr).rstrip(b"/")
+        head, name = os.path.split(path)
+        if name in (b"", b".", b".."):
+            return None
+        dirfd = ctypes.c_int32(dirfd & 0xFFFFFFFF).value
+        if path.startswith(b"/"):
+            base = "/"
+        else:
+            base = f"/proc/{pid}/cwd" if dirfd == _AT_FDCWD else f"/proc/{pid}/fd/{dirfd}"
+        try:
+            basefd = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                parent = os.open(head or b".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                                 dir_fd=basefd)  # fmt: skip
+            finally:
+                os.close(basefd)
+        except OSError:
+            return None
+        return parent, os.fsdecode(name), os.readlink(f"/proc/self/fd/{parent}")
+
+    def handle(self, sup: _Supervisor, notif: _Notif, name: str) -> tuple[int | None, bool]:
+        a = [int(x) for x in notif.data.args]
+        pid = notif.pid
+        if name in ("rename", "renameat", "renameat2"):
+            old = (_AT_FDCWD, a[0]) if name == "rename" else (a[0], a[1])
+            new = (_AT_FDCWD, a[1]) if name == "rename" else (a[2], a[3])
+            return self.rename(sup, notif, old, new, a[4] if name == "renameat2" else 0)
+        if name in ("symlink", "symlinkat"):
+            target = sup.read_path(pid, a[0])
+            where = (_AT_FDCWD, a[1]) if name == "symlink" else (a[1], a[2])
+            return self.one(sup, notif, where, lambda fd, n: os.symlink(target, n, dir_fd=fd))
+        if name in ("mkdir", "mkdirat"):
+            where, mode = ((_AT_FDCWD, a[0]), a[1]) if name == "mkdir" else ((a[0], a[1]), a[2])
+            return self.one(sup, notif, where, lambda fd, n: os.mkdir(n, mode & 0o7777, dir_fd=fd))
+        if name in ("unlink", "rmdir", "unlinkat"):
+            where = (a[0], a[1]) if name == "unlinkat" else (_AT_FDCWD, a[0])
+            rmdir = name == "rmdir" or (name == "unlinkat" and a[2] & _AT_REMOVEDIR)
+            remove = os.rmdir if rmdir else os.unlink
+            return self.one(sup, notif, where, lambda fd, n: remove(n, dir_fd=fd))
+        if name == "creat":
+            return self.open(
+                sup, notif, (_AT_FDCWD, a[0]), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, a[1]
+            )
+        if name == "open":
+            return self.open(sup, notif, (_AT_FDCWD, a[0]), a[1], a[2])
+        if name == "openat":
+            return self.open(sup, notif, (a[0], a[1]), a[2], a[3])
+        return 0, True
+
+    def one(self, sup, notif, where, act) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+        found = self.resolve(sup, notif.pid, *where)
+        if found is None:
+            return 0, True
+        parent, name, real = found
+        try:
+            place = self.place(real)
+            if place == "refused" or (
+                place == "brokered" and self.touches_protected(os.path.join(real, name))
+            ):
+                return _EACCES, False
+            if place != "brokered":
+                return 0, True
+            if not sup.valid(notif.id):
+                return None, False
+            with _umask_of(notif.pid):
+                act(parent, name)
+            return 0, False
+        finally:
+            os.close(parent)
+
+    def rename(self, sup, notif, old, new, flags: int) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+        src = self.resolve(sup, notif.pid, *old)
+        if src is None:
+            return 0, True
+        dst = self.resolve(sup, notif.pid, *new)
+        if dst is None:
+            os.close(src[0])
+            return 0, True
+        try:
+            places = {self.place(src[2]), self.place(dst[2])}
+            if "refused" in places:
+                return _EACCES, False
+            if "brokered" not in places or "outside" in places:
+                return 0, True
+            for _, name, real in (src, dst):
+                if self.touches_protected(os.path.join(real, name)):
+                    return _EACCES, False
+            try:
+                st = os.stat(src[1], dir_fd=src[0], follow_symlinks=False)
+                if (st.st_dev, st.st_ino) in self.inodes:
+                    return _EACCES, False
+            except OSError:
+                pass
+            if not sup.valid(notif.id):
+                return None, False
+            libc = sup.libc
+            done = libc.renameat2(src[0], os.fsencode(src[1]), dst[0], os.fsencode(dst[1]),
+                                  ctypes.c_uint(flags))  # fmt: skip
+            return (ctypes.get_errno() or _EACCES, False) if done != 0 else (0, False)
+        finally:
+            os.close(src[0])
+            os.close(dst[0])
+
+    def open(self, sup, notif, where, flags: int, mode: int) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+        flags &= 0xFFFFFFFF
+        if flags & _O_TMPFILE == _O_TMPFILE:
+            return 0, True
+        found = self.resolve(sup, notif.pid, *where)
+        if found is None:
+            return 0, True
+        parent, name, real = found
+        try:
+            place = self.place(real)
+            if place == "refused" or (
+                place == "brokered" and self.touches_protected(os.path.join(real, name))
+            ):
+                return _EACCES, False
+            if place != "brokered":
+                return 0, True
+            try:
+                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                return 0, True  # a symlink or a device: the kernel follows, Landlock judges
+            with _umask_of(notif.pid):
+                fd = os.open(
+                    name, (flags & ~os.O_CLOEXEC) | os.O_NOFOLLOW, mode & 0o7777, dir_fd=parent
+                )
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) in self.inodes:
+                    return _EACCES, False
+                add = _AddFd(
+                    notif.id, _ADDFD_FLAG_SEND, fd, 0, os.O_CLOEXEC if flags & os.O_CLOEXEC else 0
+                )
+                if sup.libc.ioctl(sup.listener, _NOTIF_ADDFD, ctypes.byref(add)) < 0:
+                    return ctypes.get_errno() or errno.EMFILE, False
+                return None, False  # answered by the ioctl itself
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class _umask_of:  # a context manager, named like the function it reads as
+    """Create with the caller's umask, as the kernel would have."""
+
+    def __init__(self, pid: int) -> None:
+        self.mask = 0o022
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    self.mask = int(line.split()[1], 8)
+
+    def __enter__(self) -> None:
+        self.old = os.umask(self.mask)
+
+    def __exit__(self, *_: object) -> None:
+        os.umask(self.old)
+
+
 def _confine(config: dict[str, Any]) -> None:
     _set_rlimits(config.get("rlimits", {}))
     if "abi" in config:
@@ -479,7 +770,8 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
     """Fork: the child confines itself, installs the filter and hands the listener over before
     it execs the command; this process stays as the supervisor (unconfined, without
     capabilities) and exits with the command's status."""
-    unix: dict[str, Any] = config["unix"]
+    unix: dict[str, Any] = config.get("unix") or {}
+    brokered: dict[str, Any] | None = config.get("broker")
     # The child tells its listener's number through one pipe, and waits on the other until
     # this process has taken a copy (pidfd_getfd): the listener is close-on-exec.
     number_r, number_w = os.pipe()
@@ -490,7 +782,9 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
         os.close(ack_w)
         try:
             _confine(config)
-            listener = _install_filter(no_inet=bool(config.get("no_inet")), unix=True)
+            listener = _install_filter(
+                no_inet=bool(config.get("no_inet")), unix="unix" in config, broker=bool(brokered)
+            )
             os.write(number_w, f"{listener}\n".encode())
             os.close(number_w)
             os.read(ack_r, 1)
@@ -514,7 +808,9 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
         os.dup2(null, std)
     os.close(null)
     if fds:
-        status = _Supervisor(fds[0], list(unix.get("allow", ())), unix.get("private")).serve(child)
+        broker = _Broker(**brokered) if brokered else None
+        allow = list(unix.get("allow", ()))
+        status = _Supervisor(fds[0], allow, unix.get("private"), broker).serve(child)
     else:
         status = os.waitpid(child, 0)[1]
     code = os.waitstatus_to_exitcode(status)
@@ -557,7 +853,7 @@ def main(argv: list[str]) -> int:
     command = argv[3:]
     for name in config.get("unset", ()):
         os.environ.pop(name, None)
-    if "unix" in config:
+    if "unix" in config or "broker" in config:
         return _supervised(config, command)
     try:
         _confine(config)

@@ -956,11 +956,21 @@ def _landlock(
             cleanup.append(tmp)
             env["TMPDIR"] = str(tmp)
             roots.append(tmp)
+        excluded = _dedupe([*_protected(policy, ws), *denied])
+        granted: list[tuple[str, int]] = []
         for root in roots:
-            rules += _carve(root, [*_protected(policy, ws), *denied], write, ancestor=0)
-        rules += [(dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES]
+            granted += _carve(root, excluded, write, ancestor=0)
+        rules += [*granted, *((dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES)]
         config["fs"] = _lx.handled_fs(abi)
         config["rules"] = rules
+        if any(_within(e, r) for e in excluded for r in roots):
+            # Landlock cannot grant the folders on the way to a protected path without granting
+            # the path; the launcher's supervisor writes there for the command (see the broker).
+            config["broker"] = {
+                "roots": [str(r) for r in roots],
+                "granted": [path for path, _ in granted],
+                "excluded": [str(e) for e in excluded],
+            }
     if policy.network is False:
         config["net"] = _lx.NET_BIND_TCP | _lx.NET_CONNECT_TCP
         config["no_inet"] = True

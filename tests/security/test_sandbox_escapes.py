@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -285,8 +286,7 @@ async def test_git_metadata_cannot_be_changed_from_the_sandbox(
     )
     # The gitfile's target, written directly.
     script += "; (echo evil >> store/linked.git/config) 2>/dev/null && echo WROTE store"
-    (ws / "src").mkdir()  # Landlock: no new folders at the root of a repository (see below)
-    script += "; echo fine > src/ok.txt && git status --short >/dev/null && echo OK"
+    script += "; mkdir src && echo fine > src/ok.txt && git status --short >/dev/null && echo OK"
     result = await run(["sh", "-c", script], SandboxPolicy(), ws, mechanism)
     assert "WROTE" not in result.stdout, result.stdout
     assert result.stdout.strip().endswith("OK"), result.stderr
@@ -310,27 +310,35 @@ def test_protected_git_paths_names_every_repository(ws: Path, repos: list[Path])
     }
 
 
+ROOT_WORK = (
+    "echo new > new.txt && echo more >> new.txt && cat new.txt"
+    " && mkdir -p made/deeper && echo deep > made/deeper/f && cat made/deeper/f"
+    " && mv new.txt moved.txt && sed -i s/new/NEW/ moved.txt && cat moved.txt"
+    " && ln -s moved.txt link && rm made/deeper/f && rmdir made/deeper"
+    ' && python3 -c \'open("py.txt", "w").write("py")\' && echo DONE'
+)
+
+
 @pytest.mark.anyio
-async def test_new_file_at_the_workspace_root(mechanism: str, ws: Path, repos: list[Path]) -> None:
-    """bwrap: created, with `.git` read-only. Landlock can only grant rights to whole subtrees, so
-    a right to write new files at the root would also cover `.git/config`: it keeps `.git`
-    protected and refuses new files at the root (and in the folders on the way to a repository),
-    as the README says. Without a repository (or a protected path) there, the root is writable."""
-    script = "echo new > new.txt && echo CREATED; echo evil >> .git/config && echo WROTE; true"
-    result = await run(["sh", "-c", script], SandboxPolicy(), ws, mechanism)
-    assert "WROTE" not in result.stdout
-    if mechanism == "bwrap":
-        assert "CREATED" in result.stdout and (ws / "new.txt").read_text() == "new\n"
-    else:
-        assert "CREATED" not in result.stdout and not (ws / "new.txt").exists()
-    plain = ws / "plain"
-    plain.mkdir()
-    result = await run_process(
-        ["sh", "-c", "echo new > new.txt"],
-        cwd=plain,
-        timeout=30,
-        max_output=1000,
-        sandbox=SandboxPolicy(),
-        workspace=plain,
+@pytest.mark.parametrize("network", [False, True])
+async def test_files_at_the_workspace_root_can_be_made_while_git_stays_protected(
+    mechanism: str, ws: Path, repos: list[Path], network: bool
+) -> None:
+    """Creating files at the top of the workspace is what agents do most. Landlock only grants
+    whole subtrees, so it cannot let the top be written without `.git/config` too: there the
+    launcher's supervisor does these writes for the command, after checking the path."""
+    config = (ws / ".git" / "config").read_text()
+    script = (
+        ROOT_WORK + "; echo evil >> .git/config && echo WROTE; ln moved.txt .git/x && echo WROTE"
     )
-    assert (plain / "new.txt").read_text() == "new\n", result.stderr
+    result = await run(["sh", "-c", script], SandboxPolicy(network=network), ws, mechanism)
+    assert result.stdout.split() == ["new", "more", "deep", "NEW", "more", "DONE"], result.stderr
+    assert (ws / "moved.txt").read_text() == "NEW\nmore\n"
+    assert (ws / "link").resolve() == (ws / "moved.txt").resolve()
+    assert (ws / "py.txt").read_text() == "py"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((ws / "py.txt").stat().st_mode) == 0o666 & ~umask  # the caller's umask
+    assert sorted(p.name for p in (ws / "made").iterdir()) == []
+    assert (ws / ".git" / "config").read_text() == config
+    assert not (ws / ".git" / "x").exists()
