@@ -21,6 +21,7 @@ import select
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__: list[str] = []
@@ -465,7 +466,7 @@ class _Supervisor:
         import socket  # only when a command connects: the launcher starts faster without it
 
         fd, addr, size = (int(a) for a in notif.data.args[:3])
-        pidfd = os.pidfd_open(notif.pid)
+        pidfd = os.pidfd_open(_thread_group(notif.pid))  # the caller may be any thread
         try:
             if not self.valid(notif.id):  # the pid was reused: this is not the caller
                 return errno.ESRCH, False
@@ -641,7 +642,13 @@ class _Broker:
             return self.open(sup, notif, (a[0], a[1]), a[2], a[3])
         return 0, True
 
-    def one(self, sup, notif, where, act) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+    def one(
+        self,
+        sup: _Supervisor,
+        notif: _Notif,
+        where: tuple[int, int],
+        act: Callable[[int, str], object],
+    ) -> tuple[int | None, bool]:
         found = self.resolve(sup, notif.pid, *where)
         if found is None:
             return 0, True
@@ -662,7 +669,14 @@ class _Broker:
         finally:
             os.close(parent)
 
-    def rename(self, sup, notif, old, new, flags: int) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+    def rename(
+        self,
+        sup: _Supervisor,
+        notif: _Notif,
+        old: tuple[int, int],
+        new: tuple[int, int],
+        flags: int,
+    ) -> tuple[int | None, bool]:
         src = self.resolve(sup, notif.pid, *old)
         if src is None:
             return 0, True
@@ -695,7 +709,9 @@ class _Broker:
             os.close(src[0])
             os.close(dst[0])
 
-    def open(self, sup, notif, where, flags: int, mode: int) -> tuple[int | None, bool]:  # type: ignore[no-untyped-def]
+    def open(
+        self, sup: _Supervisor, notif: _Notif, where: tuple[int, int], flags: int, mode: int
+    ) -> tuple[int | None, bool]:
         flags &= 0xFFFFFFFF
         if flags & _O_TMPFILE == _O_TMPFILE:
             return 0, True
@@ -735,6 +751,15 @@ class _Broker:
                 os.close(fd)
         finally:
             os.close(parent)
+
+
+def _thread_group(tid: int) -> int:
+    """The process a thread belongs to (pidfd_open wants a process; fds are per process)."""
+    with open(f"/proc/{tid}/status") as status:
+        for line in status:
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    return tid
 
 
 def _under(path: str, root: str) -> bool:

@@ -106,13 +106,18 @@ def abstract_socket() -> Iterator[UnixServer]:
 
 
 CONNECT = """
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1].replace("@", "\\0", 1) if sys.argv[1].startswith("@") else sys.argv[1])
-    print("GOT", s.recv(100).decode().strip())
-except OSError as e:
-    print("REFUSED", e.errno)
+import socket, sys, threading
+def connect():  # from a thread: the supervisor must find the caller's process
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    address = sys.argv[1]
+    try:
+        s.connect("\\0" + address[1:] if address.startswith("@") else address)
+        print("GOT", s.recv(100).decode().strip())
+    except OSError as e:
+        print("REFUSED", e.errno)
+thread = threading.Thread(target=connect)
+thread.start()
+thread.join()
 """
 
 
