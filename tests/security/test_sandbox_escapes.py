@@ -7,6 +7,7 @@ host afterwards. Each refusal has a control in the same test showing the allowed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -82,7 +83,7 @@ class UnixServer:
             except OSError:
                 continue
             self.accepted += 1
-            with conn:
+            with conn, contextlib.suppress(OSError):  # the client may be gone already
                 conn.sendall(b"hello from the host\n")
 
     def close(self) -> None:
@@ -347,3 +348,64 @@ async def test_files_at_the_workspace_root_can_be_made_while_git_stays_protected
     assert sorted(p.name for p in (ws / "made").iterdir()) == []
     assert (ws / ".git" / "config").read_text() == config
     assert not (ws / ".git" / "x").exists()
+
+
+# --- races: a path rewritten by another thread while the supervisor decides ------------------
+
+FLIP = """
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+good, bad = (os.fsencode(a) + b"\\0" for a in sys.argv[1:3])
+size = max(len(good), len(bad))
+buf = ctypes.create_string_buffer(size + 2)
+stop = threading.Event()
+def flip():  # ctypes calls drop the GIL: this runs while the syscall waits for the supervisor
+    while not stop.is_set():
+        ctypes.memmove(ctypes.byref(buf, 2), good, len(good))
+        ctypes.memmove(ctypes.byref(buf, 2), bad, len(bad))
+ctypes.memmove(buf, (1).to_bytes(2, sys.byteorder), 2)  # AF_UNIX, for the connect case
+flipper = threading.Thread(target=flip)
+flipper.start()
+done = 0
+for _ in range(int(sys.argv[4])):
+    if sys.argv[3] == "open":
+        fd = libc.open(ctypes.byref(buf, 2), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if fd >= 0:
+            os.write(fd, b"X")
+            os.close(fd)
+            done += 1
+    else:
+        s = libc.socket(1, 1, 0)
+        done += libc.connect(s, buf, size + 2) == 0
+        os.close(s)
+stop.set()
+flipper.join()
+print("done", done)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_path_flipped_during_an_open_never_reaches_git_config(
+    mechanism: str, ws: Path, repos: list[Path]
+) -> None:
+    config = (ws / ".git" / "config").read_bytes()
+    argv = [sys.executable, "-c", FLIP, "new.txt", ".git/config", "open", "400"]
+    result = await run(argv, SandboxPolicy(), ws, mechanism)
+    assert result.stdout.startswith("done"), result.stderr
+    assert (ws / ".git" / "config").read_bytes() == config
+
+
+@pytest.mark.anyio
+async def test_a_socket_path_flipped_during_a_connect_never_reaches_the_other_socket(
+    mechanism: str, ws: Path, tmp_path: Path, host_socket: UnixServer
+) -> None:
+    listed = UnixServer(str(tmp_path / "listed.sock"))
+    try:
+        policy = SandboxPolicy(network=False, unix_sockets=(listed.address,))
+        argv = [sys.executable, "-c", FLIP, listed.address, host_socket.address, "connect", "300"]
+        result = await run(argv, policy, ws, mechanism)
+    finally:
+        listed.close()
+    assert result.stdout.startswith("done"), result.stderr
+    assert listed.accepted > 0
+    assert host_socket.accepted == 0
