@@ -833,7 +833,12 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
         os.dup2(null, std)
     os.close(null)
     if fds:
-        broker = _Broker(**brokered) if brokered else None
+        broker = None
+        if brokered:
+            # Folders with a write rule: beneath them, Landlock decides.
+            made = MAKE_REG | WRITE_FILE
+            granted = [path for path, rights in config.get("rules", ()) if rights & made]
+            broker = _Broker(brokered["roots"], granted, brokered["excluded"])
         allow = list(unix.get("allow", ()))
         status = _Supervisor(fds[0], allow, unix.get("private"), broker).serve(child)
     else:
@@ -874,7 +879,11 @@ def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
         return 2
-    config: dict[str, Any] = json.loads(argv[1])
+    if argv[1].startswith("@"):  # a configuration too long for one argument
+        with open(argv[1][1:]) as file:
+            config: dict[str, Any] = json.load(file)
+    else:
+        config = json.loads(argv[1])
     command = argv[3:]
     for name in config.get("unset", ()):
         os.environ.pop(name, None)

@@ -968,7 +968,6 @@ def _landlock(
             # the path; the launcher's supervisor writes there for the command (see the broker).
             config["broker"] = {
                 "roots": [str(r) for r in roots],
-                "granted": [path for path, _ in granted],
                 "excluded": [str(e) for e in excluded],
             }
     if policy.network is False:
@@ -980,12 +979,24 @@ def _landlock(
         config["scope"] = _lx.SCOPE_SIGNAL | (
             _lx.SCOPE_ABSTRACT_UNIX_SOCKET if policy.network is False else 0
         )
+    launcher = _launcher(config)
+    if len(launcher[-2]) > _ARG_MAX:
+        # One argument may not exceed 128 KiB (a folder with thousands of siblings on the way
+        # to a denied path makes that many rules): the launcher reads a file instead.
+        folder = cleanup[0] if cleanup else Path(tempfile.mkdtemp(prefix="toolnexus-sbx-"))
+        if not cleanup:
+            cleanup.append(folder)
+        (folder / "launcher.json").write_text(launcher[-2])
+        launcher[-2] = "@" + str(folder / "launcher.json")
     return WrappedCommand(
-        argv=(*_launcher(config), *argv),
+        argv=(*launcher, *argv),
         env=env,
         mechanism="landlock",
         cleanup=tuple(cleanup),
     )
+
+
+_ARG_MAX = 100_000
 
 
 def _protected(policy: SandboxPolicy, ws: Path) -> list[Path]:
