@@ -2,9 +2,14 @@
 
 It runs in the child, between the spawner and the real command: it removes environment
 variables a spawner may have added, sets rlimits, applies Landlock (filesystem rights, TCP
-bind/connect, scoping) and `execvp`s the command. Landlock restrictions cannot be undone, which is
-why they are never applied in the toolkit's own process (nor in a `preexec_fn`, which is not
-thread-safe). It fails closed: if anything cannot be applied, the command does not run.
+bind/connect, scoping) and `execvp`s the command. When the command needs a supervisor (Unix
+sockets with the network off, or writes Landlock cannot grant), it forks first: the child
+confines itself, installs a seccomp filter with a user-notification listener and execs the
+command; the parent stays, without capabilities and outside Landlock, answers the
+notifications (`_Supervisor`, `_Broker`) and exits with the command's status.
+
+Landlock restrictions cannot be undone, which is why they are never applied in the toolkit's
+own process (nor in a `preexec_fn`, which is not thread-safe). It fails closed: if anything cannot be applied, the command does not run.
 
 This file is run by path with `python -I -S`, so it imports only the standard library. The
 toolkit also imports it for the Landlock constants and the ABI probe.

@@ -9,7 +9,10 @@ one manifest line means the same thing for the builtin `read` tool and for `cat`
 - **Processes** (shell tools, stdio MCP servers) are started through `wrap_command`, a pure
   argv + environment transformation: bubblewrap when it works here, Landlock (applied by a small
   launcher in the child, never in the toolkit's process) otherwise. Resource limits are set by the
-  same launcher through rlimits in both chains.
+  same launcher through rlimits in both chains. With the network off the launcher (inside bwrap
+  too) also forks a small supervisor that answers, through seccomp user notification, the
+  command's `connect()` calls on Unix-domain sockets and, under Landlock, the writes Landlock
+  cannot grant in the folders on the way to a protected path (see `_sandbox_exec`).
 
 A policy that cannot be enforced is never silently ignored: with `required=True` the call fails
 with `SandboxUnavailable` saying how to fix it; with `required=False` the process runs and
@@ -963,7 +966,8 @@ def _landlock(
         rules += [*granted, *((dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES)]
         config["fs"] = _lx.handled_fs(abi)
         config["rules"] = rules
-        if any(_within(e, r) for e in excluded for r in roots):
+        carved = any(_within(e, r) for e in excluded for r in roots)
+        if carved and os.uname().machine in _lx.SECCOMP_MACHINES:
             # Landlock cannot grant the folders on the way to a protected path without granting
             # the path; the launcher's supervisor writes there for the command (see the broker).
             config["broker"] = {
