@@ -9,7 +9,8 @@ command; the parent stays, without capabilities and outside Landlock, answers th
 notifications (`_Supervisor`, `_Broker`) and exits with the command's status.
 
 Landlock restrictions cannot be undone, which is why they are never applied in the toolkit's
-own process (nor in a `preexec_fn`, which is not thread-safe). It fails closed: if anything cannot be applied, the command does not run.
+own process (nor in a `preexec_fn`, which is not thread-safe). It fails closed: if anything
+cannot be applied, the command does not run.
 
 This file is run by path with `python -I -S`, so it imports only the standard library. The
 toolkit also imports it for the Landlock constants and the ABI probe.
