@@ -37,6 +37,7 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS_LOCKED, each with its lock bit: uid 0
@@ -824,6 +825,9 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
             print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
             os._exit(126)
         os._exit(_exec(command))
+    # Not dumpable: the command (same uid, and inside bwrap not under Landlock's ptrace rule)
+    # can neither trace this unfiltered process nor read its memory, before it even starts.
+    _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     os.close(number_w)
     os.close(ack_r)
     for sig in _FORWARDED:
