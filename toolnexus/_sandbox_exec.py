@@ -523,20 +523,26 @@ class _Supervisor:
             os.close(target)
 
     def serve(self, child: int) -> int:
-        """Answer notifications until the command exits; return its exit status."""
+        """Answer notifications until the command exits; return its exit status.
+
+        Orphans are reaped on the way: inside bwrap this process is the namespace's pid 1.
+        """
         pidfd = os.pidfd_open(child)
         poller = select.poll()
         poller.register(self.listener, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
         while True:
-            for fd, events in poller.poll():
-                if fd == pidfd:
-                    _, status = os.waitpid(child, 0)
-                    return status
-                if events & select.POLLIN:
+            for fd, events in poller.poll(1000):
+                if fd == self.listener and events & select.POLLIN:
                     self.handle_one()
-                elif events & (select.POLLHUP | select.POLLERR):
-                    poller.unregister(self.listener)
+                elif fd == self.listener:
+                    poller.unregister(self.listener)  # every filtered process has ended
+            while True:
+                pid, status = os.waitpid(-1, os.WNOHANG)  # the child is ours until reaped here
+                if pid == child:
+                    return status
+                if pid == 0:
+                    break
 
 
 _AT_FDCWD, _AT_REMOVEDIR = -100, 0x200

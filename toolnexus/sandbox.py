@@ -878,7 +878,8 @@ def _bwrap(
     args = [exe, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--cap-drop", "ALL"]  # fmt: skip
     if policy.network is False:
-        args.append("--unshare-net")
+        # The launcher's supervisor is pid 1: no unfiltered bwrap init the command could trace.
+        args += ["--unshare-net", "--as-pid-1"]
     if policy.filesystem == "full":
         args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     else:
