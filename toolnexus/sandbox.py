@@ -625,6 +625,8 @@ def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
                 found += _git_metadata(Path(entry.path), bases)
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
+    if len(_git_scans) >= 64:  # workspaces come and go (tests, temp folders): keep it small
+        _git_scans.clear()
     _git_scans[base] = (now, found)
     return found
 
