@@ -27,8 +27,12 @@ import select
 import signal
 import stat
 import sys
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is not imported: the launcher starts faster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__: list[str] = []
 
