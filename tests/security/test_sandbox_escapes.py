@@ -436,3 +436,32 @@ async def test_no_unfiltered_process_can_be_traced_by_the_command(mechanism: str
     assert lines and all(line in ("attach -1 1", "mem 13", "mem 1") for line in lines), (
         result.stdout + result.stderr
     )
+
+
+def test_a_manifest_shell_tool_reaches_only_the_socket_it_lists(
+    mechanism: str, ws: Path, tmp_path: Path, host_socket: UnixServer
+) -> None:
+    """End to end: the manifest's `unix_sockets` is read, validated and enforced."""
+    from toolnexus import create_toolkit
+
+    listed = UnixServer(str(tmp_path / "listed.sock"))
+    try:
+        tool = {
+            "name": "probe",
+            "command": [sys.executable, "-c", CONNECT, "{address}"],
+            "parameters": {
+                "type": "object",
+                "properties": {"address": {"type": "string"}},
+                "required": ["address"],
+            },
+            "sandbox": {"network": False, "unix_sockets": [listed.address]},
+        }
+        with create_toolkit({"version": 1, "tools": [tool]}, workspace=ws) as kit:
+            allowed = kit.execute("probe", {"address": listed.address})
+            refused = kit.execute("probe", {"address": host_socket.address})
+    finally:
+        listed.close()
+    assert "GOT hello from the host" in allowed.content, allowed.content
+    assert "REFUSED 13" in refused.content, refused.content
+    assert allowed.metadata["mechanism"] == mechanism
+    assert host_socket.accepted == 0
