@@ -505,7 +505,7 @@ class _Supervisor:
             return _EACCES  # abstract or unnamed: never outside the sandbox
         cwd = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            target = os.open(path, os.O_PATH | os.O_CLOEXEC, dir_fd=cwd)
+            target = os.open(_as_caller(path, pid), os.O_PATH | os.O_CLOEXEC, dir_fd=cwd)
         finally:
             os.close(cwd)
         try:
@@ -610,7 +610,7 @@ class _Broker:
     ) -> tuple[int, str, str] | None:
         """(O_PATH fd of the parent folder, last name, the parent's real path), or None when
         the kernel should go on (nothing to broker, or an error it reports best)."""
-        path = sup.read_path(pid, addr).rstrip(b"/")
+        path = _as_caller(sup.read_path(pid, addr), pid).rstrip(b"/")
         head, name = os.path.split(path)
         if name in (b"", b".", b".."):
             return None
@@ -768,6 +768,14 @@ class _Broker:
                 os.close(fd)
         finally:
             os.close(parent)
+
+
+def _as_caller(path: bytes, tid: int) -> bytes:
+    """The path as the caller means it: its `/proc/self` is not the supervisor's."""
+    for alias, who in ((b"/proc/self", _thread_group(tid)), (b"/proc/thread-self", tid)):
+        if path == alias or path.startswith(alias + b"/"):
+            return f"/proc/{who}".encode() + path[len(alias) :]
+    return path
 
 
 def _thread_group(tid: int) -> int:

@@ -465,3 +465,15 @@ def test_a_manifest_shell_tool_reaches_only_the_socket_it_lists(
     assert "REFUSED 13" in refused.content, refused.content
     assert allowed.metadata["mechanism"] == mechanism
     assert host_socket.accepted == 0
+
+
+@pytest.mark.anyio
+async def test_proc_self_means_the_command_not_the_supervisor(
+    mechanism: str, ws: Path, repos: list[Path]
+) -> None:
+    """A path through /proc/self names the command's own folders, as the kernel reads it."""
+    script = "mkdir -p out && cd out && echo here > /proc/self/cwd/made.txt; echo rc=$?"
+    result = await run(["sh", "-c", script], SandboxPolicy(), ws, mechanism)
+    assert "rc=0" in result.stdout, result.stderr
+    assert (ws / "out" / "made.txt").read_text() == "here\n"
+    assert not (ws / "made.txt").exists()
