@@ -117,6 +117,7 @@ def test_overrides_make_tools_stricter(tmp_path: Path) -> None:
 LOOSER = {
     "approval": "deploy: {approval: allow}",
     "sandbox": "deploy: {sandbox: {network: true}}",
+    "unix_sockets": "deploy: {sandbox: {unix_sockets: [/run/docker.sock]}}",
 }
 
 

@@ -676,3 +676,26 @@ async def test_a_program_in_a_virtualenv_under_tmp_still_starts(
     )
     assert result.mechanism == mechanism
     assert (result.exit_code, result.stdout) == (0, "site-packages stand-in\n")
+
+
+def test_the_manifest_schema_knows_every_sandbox_key() -> None:
+    from toolnexus import sandbox
+
+    schema = json.loads((Path(sandbox.__file__).parent / "manifest" / "schema.json").read_text())
+    assert set(schema["$defs"]["sandbox"]["properties"]) == set(sandbox._KEYS)  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.anyio
+async def test_a_denied_path_among_thousands_of_siblings(mechanism: str, ws: Path) -> None:
+    """Landlock grants each sibling on the way to a denied path: more rules than one argument
+    may hold (128 KiB) must still reach the launcher."""
+    many = ws / "many"
+    for i in range(2500):
+        (many / f"sibling-with-a-long-name-{i:05}").mkdir(parents=True)
+    (many / "sibling-with-a-long-name-00000" / ".env").write_text("ENV-SECRET\n")
+    (many / "sibling-with-a-long-name-02499" / "f.txt").write_text("visible\n")
+    policy = SandboxPolicy.from_mapping({"deny_read": ["**/.env"]}, base_dir=ws)
+    script = "cat many/*/f.txt; cat many/*/.env || echo REFUSED; echo ok > many/new.txt"
+    result = await sh(script, policy, ws, mechanism=mechanism)
+    assert result.stdout.split() == ["visible", "REFUSED"], result.stderr
+    assert (many / "new.txt").read_text() == "ok\n"

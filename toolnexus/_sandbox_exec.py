@@ -2,9 +2,15 @@
 
 It runs in the child, between the spawner and the real command: it removes environment
 variables a spawner may have added, sets rlimits, applies Landlock (filesystem rights, TCP
-bind/connect, scoping) and `execvp`s the command. Landlock restrictions cannot be undone, which is
-why they are never applied in the toolkit's own process (nor in a `preexec_fn`, which is not
-thread-safe). It fails closed: if anything cannot be applied, the command does not run.
+bind/connect, scoping) and `execvp`s the command. When the command needs a supervisor (Unix
+sockets with the network off, or writes Landlock cannot grant), it forks first: the child
+confines itself, installs a seccomp filter with a user-notification listener and execs the
+command; the parent stays, without capabilities and outside Landlock, answers the
+notifications (`_Supervisor`, `_Broker`) and exits with the command's status.
+
+Landlock restrictions cannot be undone, which is why they are never applied in the toolkit's
+own process (nor in a `preexec_fn`, which is not thread-safe). It fails closed: if anything
+cannot be applied, the command does not run.
 
 This file is run by path with `python -I -S`, so it imports only the standard library. The
 toolkit also imports it for the Landlock constants and the ABI probe.
@@ -13,11 +19,20 @@ toolkit also imports it for the Landlock constants and the ABI probe.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import resource
+import select
+import signal
+import stat
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is not imported: the launcher starts faster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__: list[str] = []
 
@@ -26,6 +41,7 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS_LOCKED, each with its lock bit: uid 0
@@ -179,17 +195,37 @@ def _drop_capabilities() -> None:
     _check(libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
 
 
-# seccomp: refuse socket(AF_INET/AF_INET6, ...) (UDP too, which Landlock's TCP rules miss) and
-# io_uring (which can open sockets without the socket syscall); everything else is allowed.
+# seccomp. With the network off: refuse socket(AF_INET/AF_INET6, ...) (UDP too, which Landlock's
+# TCP rules miss; only without a network namespace) and io_uring (which can open sockets without
+# the socket syscall). Unix-domain sockets: only stream and seqpacket ones may be created (a
+# datagram socket can send to any path with sendto, which the filter cannot read), socketpair()
+# stays, and every connect() goes to the supervisor (see `_supervise`), which decides on the path
+# and connects the socket itself. Everything else is allowed.
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_SECCOMP_RET_USER_NOTIF = 0x7FC00000
 _EACCES = 13
-_ARCHES = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
-    "x86_64": (0xC000003E, 41, 425),
-    "aarch64": (0xC00000B7, 198, 425),
-}
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
+# machine -> AUDIT_ARCH_*, and the numbers of seccomp, socket, socketpair, connect, io_uring_setup
+_ARCHES = {
+    "x86_64": (0xC000003E, {"seccomp": 317, "socket": 41, "socketpair": 53, "connect": 42,
+                            "io_uring_setup": 425, "open": 2, "creat": 85, "mkdir": 83,
+                            "rmdir": 84, "rename": 82, "unlink": 87, "symlink": 88, "openat": 257,
+                            "mkdirat": 258, "unlinkat": 263, "renameat": 264, "symlinkat": 266,
+                            "renameat2": 316, "openat2": 437}),
+    "aarch64": (0xC00000B7, {"seccomp": 277, "socket": 198, "socketpair": 199, "connect": 203,
+                             "io_uring_setup": 425, "openat": 56, "mkdirat": 34, "unlinkat": 35,
+                             "symlinkat": 36, "renameat2": 276, "openat2": 437}),
+}  # fmt: skip
+_BROKERED = ("creat", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename", "renameat",
+             "renameat2", "symlink", "symlinkat")  # fmt: skip
+_O_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+_ENOSYS = 38
 SECCOMP_MACHINES = frozenset(_ARCHES)
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_BPF_LD_W_ABS, _BPF_ALU_AND_K = 0x20, 0x54
+_BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K = 0x15, 0x35, 0x45, 0x06
 
 
 class _SockFilter(ctypes.Structure):
@@ -205,36 +241,112 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
 
 
-def _deny_inet_sockets() -> None:
+def _filter_program(
+    *, no_inet: bool, unix: bool, broker: bool = False
+) -> list[tuple[int, int, int, int]]:
+    """The BPF program, assembled with labels (jump offsets are computed, not hand-counted)."""
     machine = os.uname().machine
     if machine not in _ARCHES:
         raise OSError(0, f"no seccomp network filter for {machine}")
-    arch, nr_socket, nr_uring = _ARCHES[machine]
+    arch, nr = _ARCHES[machine]
     deny = _SECCOMP_RET_ERRNO | _EACCES
-    program = [
+    code: list[tuple[int, str | int, str | int, int] | str] = [
         (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         (_BPF_JEQ_K, 1, 0, arch),
         (_BPF_RET_K, 0, 0, deny),  # another ABI (32-bit compat): refuse the call
         (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-        (_BPF_JGE_K, 0, 1, 0x40000000),
-        (_BPF_RET_K, 0, 0, deny),  # x32 syscalls
-        (_BPF_JEQ_K, 0, 1, nr_uring),
-        (_BPF_RET_K, 0, 0, deny),
-        (_BPF_JEQ_K, 0, 4, nr_socket),
-        (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0] (the address family), low half
-        (_BPF_JEQ_K, 1, 0, 2),  # AF_INET
-        (_BPF_JEQ_K, 0, 1, 10),  # AF_INET6
-        (_BPF_RET_K, 0, 0, deny),
-        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        (_BPF_JGE_K, "deny", 0, 0x40000000),  # x32 syscalls
+        (_BPF_JEQ_K, "deny", 0, nr["io_uring_setup"]),
+        (_BPF_JEQ_K, "socket", 0, nr["socket"]),
     ]
+    if unix:
+        code += [
+            (_BPF_JEQ_K, "socketpair", 0, nr["socketpair"]),
+            (_BPF_JEQ_K, "notify", 0, nr["connect"]),
+        ]
+    if broker:
+        # Creating, removing, renaming and opening for writing go to the supervisor (it judges
+        # them by path); openat2 (whose flags sit in memory) says "not here" and libc falls back.
+        code += [(_BPF_JEQ_K, "notify", 0, nr[name]) for name in _BROKERED if name in nr]
+        code += [(_BPF_JEQ_K, "enosys", 0, nr["openat2"])]
+        if "open" in nr:
+            code += [(_BPF_JEQ_K, "flags_in_1", 0, nr["open"])]
+        code += [(_BPF_JEQ_K, "flags_in_2", 0, nr["openat"])]
+    code += [
+        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        "socket",
+        (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0] (the address family), low half
+    ]
+    if no_inet:
+        code += [(_BPF_JEQ_K, "deny", 0, _AF_INET), (_BPF_JEQ_K, "deny", 0, _AF_INET6)]
+    if not unix:
+        code += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+    if unix:
+        code += [
+            (_BPF_JEQ_K, "unix_type", "allow", _AF_UNIX),
+            "socketpair",
+            (_BPF_LD_W_ABS, 0, 0, 16),
+            (_BPF_JEQ_K, "unix_type", "allow", _AF_UNIX),
+            "unix_type",
+            (_BPF_LD_W_ABS, 0, 0, 24),  # args[1], the type, without SOCK_NONBLOCK/SOCK_CLOEXEC
+            (_BPF_ALU_AND_K, 0, 0, 0xF),
+            (_BPF_JEQ_K, "allow", 0, _SOCK_STREAM),
+            (_BPF_JEQ_K, "allow", "deny", _SOCK_SEQPACKET),
+        ]
+    if broker:
+        code += [
+            "flags_in_1",
+            (_BPF_LD_W_ABS, 0, 0, 24),  # open(path, flags): args[1]
+            (_BPF_JSET_K, "notify", "allow", _O_WRITING),
+            "flags_in_2",
+            (_BPF_LD_W_ABS, 0, 0, 32),  # openat(dirfd, path, flags): args[2]
+            (_BPF_JSET_K, "notify", "allow", _O_WRITING),
+            "enosys",
+            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _ENOSYS),
+        ]
+    if unix or broker:
+        code += ["notify", (_BPF_RET_K, 0, 0, _SECCOMP_RET_USER_NOTIF)]
+    code += [
+        "allow",
+        (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        "deny",
+        (_BPF_RET_K, 0, 0, deny),
+    ]
+    labels: dict[str, int] = {}
+    for item in code:
+        if isinstance(item, str):
+            labels[item] = sum(1 for c in code[: code.index(item)] if not isinstance(c, str))
+    program: list[tuple[int, int, int, int]] = []
+    for item in code:
+        if isinstance(item, str):
+            continue
+        op, jt, jf, k = item
+        here = len(program)
+        offset = [j if isinstance(j, int) else labels[j] - here - 1 for j in (jt, jf)]
+        program.append((op, offset[0], offset[1], k))
+    return program
+
+
+def _install_filter(*, no_inet: bool, unix: bool, broker: bool = False) -> int:
+    """Install the filter; with `unix` or `broker`, return the listener fd the supervisor reads
+    (else -1)."""
+    program = _filter_program(no_inet=no_inet, unix=unix, broker=broker)
     filters = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
     prog = _SockFprog(len(program), filters)
     libc = _libc()
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    _check(
-        libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
-        "prctl(PR_SET_SECCOMP)",
-    )
+    if not (unix or broker):
+        _check(
+            libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+            "prctl(PR_SET_SECCOMP)",
+        )
+        return -1
+    nr = _ARCHES[os.uname().machine][1]["seccomp"]
+    return _check(
+        libc.syscall(nr, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                     ctypes.byref(prog)),
+        "seccomp(SECCOMP_SET_MODE_FILTER)",
+    )  # fmt: skip
 
 
 def _set_rlimits(limits: dict[str, int]) -> None:
@@ -245,25 +357,542 @@ def _set_rlimits(limits: dict[str, int]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
-        return 2
-    config: dict[str, Any] = json.loads(argv[1])
-    command = argv[3:]
-    for name in config.get("unset", ()):
-        os.environ.pop(name, None)
+# The supervisor's side of seccomp user notification (linux/seccomp.h).
+_NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
+_NOTIF_FLAG_CONTINUE = 1
+_SYS_PIDFD_GETFD = 438
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+class _SeccompData(ctypes.Structure):
+    _fields_ = (
+        ("nr", ctypes.c_int32),
+        ("arch", ctypes.c_uint32),
+        ("ip", ctypes.c_uint64),
+        ("args", ctypes.c_uint64 * 6),
+    )
+
+
+class _Notif(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("data", _SeccompData),
+    )
+
+
+class _NotifResp(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("val", ctypes.c_int64),
+        ("error", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    )
+
+
+class _Supervisor:
+    """Answers the sandboxed processes' connect() calls on Unix-domain sockets.
+
+    The filter cannot read the address, and letting the kernel go on after the supervisor read
+    it would race (another thread can rewrite the address in between), so the supervisor never
+    lets a Unix connect continue: it reads the address once, decides on its own copy, and if the
+    path is allowed it connects the caller's very socket (a duplicate from pidfd_getfd) itself.
+    Allowed: a socket listed in `allow`, or one in the sandbox's private temp folder (where the
+    command's own servers live: Python multiprocessing's forkserver, test servers). Everything
+    else, abstract and unnamed addresses included, is refused with EACCES.
+    """
+
+    def __init__(
+        self,
+        listener: int,
+        allow: list[str],
+        private: str | None,
+        broker: _Broker | None = None,
+    ) -> None:
+        self.listener = listener
+        self.allow = allow
+        self.private = private
+        self.broker = broker
+        self.libc = _libc()
+        self.names = {n: name for name, n in _ARCHES[os.uname().machine][1].items()}
+
+    def allowed_inodes(self) -> set[tuple[int, int]]:
+        found: set[tuple[int, int]] = set()
+        for path in self.allow:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            found.add((st.st_dev, st.st_ino))
+        return found
+
+    def valid(self, notif_id: int) -> bool:
+        return (
+            self.libc.ioctl(self.listener, _NOTIF_ID_VALID, ctypes.byref(ctypes.c_uint64(notif_id)))
+            == 0
+        )
+
+    def reply(self, notif_id: int, error: int = 0, *, go_on: bool = False) -> None:
+        resp = _NotifResp(notif_id, 0, -error if error else 0, _NOTIF_FLAG_CONTINUE if go_on else 0)
+        self.libc.ioctl(self.listener, _NOTIF_SEND, ctypes.byref(resp))  # fails if the caller died
+
+    def read_memory(self, pid: int, addr: int, size: int) -> bytes:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(addr)
+            return mem.read(size)
+
+    def read_path(self, pid: int, addr: int) -> bytes:
+        """A NUL-terminated string of the caller's, read once (the copy is what is judged)."""
+        out = b""
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            while len(out) < 4096:
+                mem.seek(addr + len(out))
+                chunk = mem.read(256 - (addr + len(out)) % 256)
+                if not chunk:
+                    break
+                if b"\0" in chunk:
+                    return out + chunk.split(b"\0", 1)[0]
+                out += chunk
+        raise OSError(errno.ENAMETOOLONG, "path too long")
+
+    def handle_one(self) -> None:
+        notif = _Notif()
+        if self.libc.ioctl(self.listener, _NOTIF_RECV, ctypes.byref(notif)) != 0:
+            return  # the caller died meanwhile
+        name = self.names.get(notif.data.nr, "")
+        try:
+            if name == "connect":
+                error, go_on = self.connect(notif)
+            elif self.broker is not None:
+                error, go_on = self.broker.handle(self, notif, name)
+            else:
+                error, go_on = _EACCES, False
+        except OSError as exc:
+            error, go_on = exc.errno or _EACCES, False
+        if error is not None:
+            self.reply(notif.id, error, go_on=go_on)
+
+    def connect(self, notif: _Notif) -> tuple[int | None, bool]:
+        import socket  # only when a command connects: the launcher starts faster without it
+
+        fd, addr, size = (int(a) for a in notif.data.args[:3])
+        pidfd = os.pidfd_open(_thread_group(notif.pid))  # the caller may be any thread
+        try:
+            if not self.valid(notif.id):  # the pid was reused: this is not the caller
+                return errno.ESRCH, False
+            sockfd = self.libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0)
+            if sockfd < 0:
+                return ctypes.get_errno() or errno.EBADF, False
+        finally:
+            os.close(pidfd)
+        try:
+            sock = socket.socket(fileno=sockfd)
+        except OSError:
+            os.close(sockfd)
+            return errno.ENOTSOCK, False
+        with sock:
+            if sock.family != socket.AF_UNIX:
+                return 0, True  # its family is fixed: no address can make it reach a Unix socket
+            raw = self.read_memory(notif.pid, addr, max(0, min(size, 110)))
+            if not self.valid(notif.id):
+                return errno.ESRCH, False
+            return self.connect_path(sock, raw, notif.pid), False
+
+    def connect_path(self, sock: Any, raw: bytes, pid: int) -> int:
+        path = raw[2:].split(b"\0", 1)[0] if len(raw) > 2 and raw[2] != 0 else b""
+        if int.from_bytes(raw[:2], sys.byteorder) != _AF_UNIX or not path:
+            return _EACCES  # abstract or unnamed: never outside the sandbox
+        cwd = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            target = os.open(_as_caller(path, pid), os.O_PATH | os.O_CLOEXEC, dir_fd=cwd)
+        finally:
+            os.close(cwd)
+        try:
+            st = os.fstat(target)
+            if not stat.S_ISSOCK(st.st_mode):
+                return errno.ECONNREFUSED
+            where = os.readlink(f"/proc/self/fd/{target}")
+            inside = self.private is not None and where.startswith(self.private + "/")
+            if inside and self.private is not None:
+                inside = os.stat(self.private).st_dev == st.st_dev
+            if not inside and (st.st_dev, st.st_ino) not in self.allowed_inodes():
+                return _EACCES
+            try:
+                sock.connect(f"/proc/self/fd/{target}")
+            except OSError as exc:
+                return exc.errno or errno.ECONNREFUSED
+            return 0
+        finally:
+            os.close(target)
+
+    def serve(self, child: int) -> int:
+        """Answer notifications until the command exits; return its exit status.
+
+        Orphans are reaped on the way: inside bwrap this process is the namespace's pid 1.
+        """
+        pidfd = os.pidfd_open(child)
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        while True:
+            for fd, events in poller.poll(1000):
+                if fd == self.listener and events & select.POLLIN:
+                    self.handle_one()
+                elif fd == self.listener:
+                    poller.unregister(self.listener)  # every filtered process has ended
+            while True:
+                pid, status = os.waitpid(-1, os.WNOHANG)  # the child is ours until reaped here
+                if pid == child:
+                    return status
+                if pid == 0:
+                    break
+
+
+_AT_FDCWD, _AT_REMOVEDIR = -100, 0x200
+_O_TMPFILE = 0o20000000 | os.O_DIRECTORY
+_NOTIF_ADDFD = 0x40182103
+_ADDFD_FLAG_SEND = 1 << 1
+
+
+class _AddFd(ctypes.Structure):
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("flags", ctypes.c_uint32),
+        ("srcfd", ctypes.c_uint32),
+        ("newfd", ctypes.c_uint32),
+        ("newfd_flags", ctypes.c_uint32),
+    )
+
+
+class _Broker:
+    """Writes for the command where Landlock cannot let it: in the folders on the way to a
+    protected path (the top of the workspace, above all). Landlock only grants whole subtrees,
+    so those folders get no write right; a write the filter sends here is judged on the path the
+    supervisor itself resolved and, if it lands in such a folder and touches no protected path,
+    done by the supervisor (an opened file is handed over with SECCOMP_IOCTL_NOTIF_ADDFD).
+    Anywhere else the kernel goes on and Landlock decides, so a path rewritten meanwhile by
+    another thread gains nothing.
+    """
+
+    def __init__(self, roots: list[str], granted: list[str], excluded: list[str]) -> None:
+        self.roots = set(roots)
+        self.granted = set(granted)
+        self.excluded = excluded
+        self.inodes: set[tuple[int, int]] = set()
+        for path in excluded:
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            self.inodes.add((st.st_dev, st.st_ino))
+
+    def place(self, real: str) -> str:
+        """refused (protected), outside (no writable root), granted (Landlock allows), brokered."""
+        if any(_under(real, e) for e in self.excluded):
+            return "refused"
+        path = real
+        while True:
+            if path in self.granted:
+                return "granted"
+            if path in self.roots:
+                return "brokered"
+            parent = os.path.dirname(path)
+            if parent == path:
+                return "outside"
+            path = parent
+
+    def touches_protected(self, target: str) -> bool:
+        return any(_under(target, e) or _under(e, target) for e in self.excluded)
+
+    def resolve(
+        self, sup: _Supervisor, pid: int, dirfd: int, addr: int
+    ) -> tuple[int, str, str] | None:
+        """(O_PATH fd of the parent folder, last name, the parent's real path), or None when
+        the kernel should go on (nothing to broker, or an error it reports best)."""
+        path = _as_caller(sup.read_path(pid, addr), pid).rstrip(b"/")
+        head, name = os.path.split(path)
+        if name in (b"", b".", b".."):
+            return None
+        dirfd = ctypes.c_int32(dirfd & 0xFFFFFFFF).value
+        if path.startswith(b"/"):
+            base = "/"
+        else:
+            base = f"/proc/{pid}/cwd" if dirfd == _AT_FDCWD else f"/proc/{pid}/fd/{dirfd}"
+        try:
+            basefd = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                parent = os.open(head or b".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                                 dir_fd=basefd)  # fmt: skip
+            finally:
+                os.close(basefd)
+        except OSError:
+            return None
+        return parent, os.fsdecode(name), os.readlink(f"/proc/self/fd/{parent}")
+
+    def handle(self, sup: _Supervisor, notif: _Notif, name: str) -> tuple[int | None, bool]:
+        a = [int(x) for x in notif.data.args]
+        pid = notif.pid
+        if name in ("rename", "renameat", "renameat2"):
+            old = (_AT_FDCWD, a[0]) if name == "rename" else (a[0], a[1])
+            new = (_AT_FDCWD, a[1]) if name == "rename" else (a[2], a[3])
+            return self.rename(sup, notif, old, new, a[4] if name == "renameat2" else 0)
+        if name in ("symlink", "symlinkat"):
+            target = sup.read_path(pid, a[0])
+            where = (_AT_FDCWD, a[1]) if name == "symlink" else (a[1], a[2])
+            return self.one(sup, notif, where, lambda fd, n: os.symlink(target, n, dir_fd=fd))
+        if name in ("mkdir", "mkdirat"):
+            where, mode = ((_AT_FDCWD, a[0]), a[1]) if name == "mkdir" else ((a[0], a[1]), a[2])
+            return self.one(sup, notif, where, lambda fd, n: os.mkdir(n, mode & 0o7777, dir_fd=fd))
+        if name in ("unlink", "rmdir", "unlinkat"):
+            where = (a[0], a[1]) if name == "unlinkat" else (_AT_FDCWD, a[0])
+            rmdir = name == "rmdir" or (name == "unlinkat" and a[2] & _AT_REMOVEDIR)
+            remove = os.rmdir if rmdir else os.unlink
+            return self.one(sup, notif, where, lambda fd, n: remove(n, dir_fd=fd))
+        if name == "creat":
+            return self.open(
+                sup, notif, (_AT_FDCWD, a[0]), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, a[1]
+            )
+        if name == "open":
+            return self.open(sup, notif, (_AT_FDCWD, a[0]), a[1], a[2])
+        if name == "openat":
+            return self.open(sup, notif, (a[0], a[1]), a[2], a[3])
+        return 0, True
+
+    def one(
+        self,
+        sup: _Supervisor,
+        notif: _Notif,
+        where: tuple[int, int],
+        act: Callable[[int, str], object],
+    ) -> tuple[int | None, bool]:
+        found = self.resolve(sup, notif.pid, *where)
+        if found is None:
+            return 0, True
+        parent, name, real = found
+        try:
+            place = self.place(real)
+            if place == "refused" or (
+                place == "brokered" and self.touches_protected(os.path.join(real, name))
+            ):
+                return _EACCES, False
+            if place != "brokered":
+                return 0, True
+            if not sup.valid(notif.id):
+                return None, False
+            with _umask_of(notif.pid):
+                act(parent, name)
+            return 0, False
+        finally:
+            os.close(parent)
+
+    def rename(
+        self,
+        sup: _Supervisor,
+        notif: _Notif,
+        old: tuple[int, int],
+        new: tuple[int, int],
+        flags: int,
+    ) -> tuple[int | None, bool]:
+        src = self.resolve(sup, notif.pid, *old)
+        if src is None:
+            return 0, True
+        dst = self.resolve(sup, notif.pid, *new)
+        if dst is None:
+            os.close(src[0])
+            return 0, True
+        try:
+            places = {self.place(src[2]), self.place(dst[2])}
+            if "refused" in places:
+                return _EACCES, False
+            if "brokered" not in places or "outside" in places:
+                return 0, True
+            for _, name, real in (src, dst):
+                if self.touches_protected(os.path.join(real, name)):
+                    return _EACCES, False
+            try:
+                st = os.stat(src[1], dir_fd=src[0], follow_symlinks=False)
+                if (st.st_dev, st.st_ino) in self.inodes:
+                    return _EACCES, False
+            except OSError:
+                pass
+            if not sup.valid(notif.id):
+                return None, False
+            libc = sup.libc
+            done = libc.renameat2(src[0], os.fsencode(src[1]), dst[0], os.fsencode(dst[1]),
+                                  ctypes.c_uint(flags))  # fmt: skip
+            return (ctypes.get_errno() or _EACCES, False) if done != 0 else (0, False)
+        finally:
+            os.close(src[0])
+            os.close(dst[0])
+
+    def open(
+        self, sup: _Supervisor, notif: _Notif, where: tuple[int, int], flags: int, mode: int
+    ) -> tuple[int | None, bool]:
+        flags &= 0xFFFFFFFF
+        if flags & _O_TMPFILE == _O_TMPFILE:
+            return 0, True
+        found = self.resolve(sup, notif.pid, *where)
+        if found is None:
+            return 0, True
+        parent, name, real = found
+        try:
+            place = self.place(real)
+            if place == "refused" or (
+                place == "brokered" and self.touches_protected(os.path.join(real, name))
+            ):
+                return _EACCES, False
+            if place != "brokered":
+                return 0, True
+            try:
+                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                return 0, True  # a symlink or a device: the kernel follows, Landlock judges
+            with _umask_of(notif.pid):
+                fd = os.open(
+                    name, (flags & ~os.O_CLOEXEC) | os.O_NOFOLLOW, mode & 0o7777, dir_fd=parent
+                )
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) in self.inodes:
+                    return _EACCES, False
+                add = _AddFd(
+                    notif.id, _ADDFD_FLAG_SEND, fd, 0, os.O_CLOEXEC if flags & os.O_CLOEXEC else 0
+                )
+                if sup.libc.ioctl(sup.listener, _NOTIF_ADDFD, ctypes.byref(add)) < 0:
+                    return ctypes.get_errno() or errno.EMFILE, False
+                return None, False  # answered by the ioctl itself
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+
+
+def _as_caller(path: bytes, tid: int) -> bytes:
+    """The path as the caller means it: its `/proc/self` is not the supervisor's."""
+    for alias, who in ((b"/proc/self", _thread_group(tid)), (b"/proc/thread-self", tid)):
+        if path == alias or path.startswith(alias + b"/"):
+            return f"/proc/{who}".encode() + path[len(alias) :]
+    return path
+
+
+def _thread_group(tid: int) -> int:
+    """The process a thread belongs to (pidfd_open wants a process; fds are per process)."""
+    with open(f"/proc/{tid}/status") as status:
+        for line in status:
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    return tid
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class _umask_of:  # a context manager, named like the function it reads as
+    """Create with the caller's umask, as the kernel would have."""
+
+    def __init__(self, pid: int) -> None:
+        self.mask = 0o022
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    self.mask = int(line.split()[1], 8)
+
+    def __enter__(self) -> None:
+        self.old = os.umask(self.mask)
+
+    def __exit__(self, *_: object) -> None:
+        os.umask(self.old)
+
+
+def _confine(config: dict[str, Any]) -> None:
+    _set_rlimits(config.get("rlimits", {}))
+    if "abi" in config:
+        if os.geteuid() == 0:
+            _drop_capabilities()
+        _apply_landlock(config)
+
+
+def _supervised(config: dict[str, Any], command: list[str]) -> int:
+    """Fork: the child confines itself, installs the filter and hands the listener over before
+    it execs the command; this process stays as the supervisor (unconfined, without
+    capabilities) and exits with the command's status."""
+    unix: dict[str, Any] = config.get("unix") or {}
+    brokered: dict[str, Any] | None = config.get("broker")
+    # The child tells its listener's number through one pipe, and waits on the other until
+    # this process has taken a copy (pidfd_getfd): the listener is close-on-exec.
+    number_r, number_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(number_r)
+        os.close(ack_w)
+        try:
+            _confine(config)
+            listener = _install_filter(
+                no_inet=bool(config.get("no_inet")), unix="unix" in config, broker=bool(brokered)
+            )
+            os.write(number_w, f"{listener}\n".encode())
+            os.close(number_w)
+            os.read(ack_r, 1)
+            os.close(ack_r)
+        except (OSError, ValueError) as exc:
+            print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
+            os._exit(126)
+        os._exit(_exec(command))
+    # Not dumpable: the command (same uid, and inside bwrap not under Landlock's ptrace rule)
+    # can neither trace this unfiltered process nor read its memory, before it even starts.
+    _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    os.close(number_w)
+    os.close(ack_r)
+    for sig in _FORWARDED:
+        signal.signal(sig, lambda num, _frame: os.kill(child, num))
+    fds = _take_listener(child, number_r)
+    os.close(number_r)
+    os.close(ack_w)
+    if "abi" in config and os.geteuid() == 0:
+        _drop_capabilities()  # as the command did (inside bwrap, it has none already)
+    # The supervisor must not hold the command's pipes open after it ended.
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    os.close(null)
+    if fds:
+        broker = None
+        if brokered:
+            # Folders with a write rule: beneath them, Landlock decides.
+            made = MAKE_REG | WRITE_FILE
+            granted = [path for path, rights in config.get("rules", ()) if rights & made]
+            broker = _Broker(brokered["roots"], granted, brokered["excluded"])
+        allow = list(unix.get("allow", ()))
+        status = _Supervisor(fds[0], allow, unix.get("private"), broker).serve(child)
+    else:
+        status = os.waitpid(child, 0)[1]
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: die of the same one, as the command did
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+def _take_listener(child: int, number_r: int) -> list[int]:
+    """A copy of the child's listener, or nothing if it failed before installing it."""
+    text = os.read(number_r, 32).strip()
+    if not text:
+        return []
+    pidfd = os.pidfd_open(child)
     try:
-        _set_rlimits(config.get("rlimits", {}))
-        if "abi" in config:
-            if os.geteuid() == 0:
-                _drop_capabilities()
-            _apply_landlock(config)
-        if config.get("no_inet"):
-            _deny_inet_sockets()
-    except (OSError, ValueError) as exc:
-        print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
-        return 126
+        fd = _check(_libc().syscall(_SYS_PIDFD_GETFD, pidfd, int(text), 0), "pidfd_getfd")
+    finally:
+        os.close(pidfd)
+    return [fd]
+
+
+def _exec(command: list[str]) -> int:
     try:
         os.execvp(command[0], command)
     except FileNotFoundError:
@@ -272,6 +901,30 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"toolnexus sandbox: cannot run {command[0]}: {exc}", file=sys.stderr)
         return 126
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
+        return 2
+    if argv[1].startswith("@"):  # a configuration too long for one argument
+        with open(argv[1][1:]) as file:
+            config: dict[str, Any] = json.load(file)
+    else:
+        config = json.loads(argv[1])
+    command = argv[3:]
+    for name in config.get("unset", ()):
+        os.environ.pop(name, None)
+    if "unix" in config or "broker" in config:
+        return _supervised(config, command)
+    try:
+        _confine(config)
+        if config.get("no_inet"):
+            _install_filter(no_inet=True, unix=False)
+    except (OSError, ValueError) as exc:
+        print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
+        return 126
+    return _exec(command)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ one manifest line means the same thing for the builtin `read` tool and for `cat`
 - **Processes** (shell tools, stdio MCP servers) are started through `wrap_command`, a pure
   argv + environment transformation: bubblewrap when it works here, Landlock (applied by a small
   launcher in the child, never in the toolkit's process) otherwise. Resource limits are set by the
-  same launcher through rlimits in both chains.
+  same launcher through rlimits in both chains. With the network off the launcher (inside bwrap
+  too) also forks a small supervisor that answers, through seccomp user notification, the
+  command's `connect()` calls on Unix-domain sockets and, under Landlock, the writes Landlock
+  cannot grant in the folders on the way to a protected path (see `_sandbox_exec`).
 
 A policy that cannot be enforced is never silently ignored: with `required=True` the call fails
 with `SandboxUnavailable` saying how to fix it; with `required=False` the process runs and
@@ -31,6 +34,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +53,7 @@ __all__ = [
     "WrappedCommand",
     "confine_path",
     "detect",
+    "protected_git_paths",
     "wrap_command",
 ]
 
@@ -64,7 +69,7 @@ find programs and speak the user's locale, nothing that usually carries a secret
 _FS_RANK: dict[FilesystemMode, int] = {"read-only": 0, "workspace-write": 1, "full": 2}
 _KEYS = (
     "filesystem", "writable", "deny_read", "network", "env", "timeout", "max_output",
-    "max_memory", "max_processes", "max_file_size", "required",
+    "max_memory", "max_processes", "max_file_size", "required", "unix_sockets",
 )  # fmt: skip
 _ENV_KEYS = ("allow", "set")
 # Variables some spawners add on their own (the MCP SDK's stdio client merges these into the
@@ -98,6 +103,11 @@ class SandboxPolicy:
     """False: no network. True: unrestricted. A tuple of host names (or `*.domain` globs): only
     meaningful for HTTP tools, which check it in-process; process sandboxes reject it (see
     `check_process`) because no mechanism here can filter a process's traffic by host."""
+    unix_sockets: tuple[str, ...] = ()
+    """With `network: false`, the Unix-domain sockets outside the sandbox a process may still
+    connect to (absolute paths, exactly). Every other one is refused, whatever its permissions:
+    `/var/run/docker.sock` is root on the host. Sockets the process creates in its own temp
+    folder stay reachable; `socketpair()` always works."""
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     """Names (or `fnmatch` globs such as `LC_*`) of inherited variables that pass through."""
     env_set: Mapping[str, str] = field(default_factory=_empty_env)
@@ -164,6 +174,8 @@ class SandboxPolicy:
                 )
             elif key == "network":
                 changes["network"] = _network(value, where)
+            elif key == "unix_sockets":
+                changes["unix_sockets"] = _socket_paths(value, where, base_dir)
             elif key == "env":
                 changes.update(_env_block(value, where, policy))
             elif key == "timeout":
@@ -202,6 +214,7 @@ class SandboxPolicy:
             ),
             deny_read=_union(self.deny_read, other.deny_read),
             network=_tighter_network(self.network, other.network),
+            unix_sockets=_tighter_sockets(self, other),
             env_allow=tuple(n for n in self.env_allow if n in other.env_allow),
             env_set={**self.env_set, **other.env_set},
             timeout=_min_limit(self.timeout, other.timeout),
@@ -233,6 +246,10 @@ class SandboxPolicy:
             out.append(f"protected drops {', '.join(dropped)}")
         if _tighter_network(self.network, other.network) != self.network:
             out.append(f"network {self.network!r} is looser than {other.network!r}")
+        elif self.network is False and other.network is False:
+            extra_sockets = [u for u in self.unix_sockets if u not in other.unix_sockets]
+            if extra_sockets:
+                out.append(f"unix_sockets adds {', '.join(extra_sockets)}")
         extra_env = [n for n in self.env_allow if n not in other.env_allow]
         if extra_env:
             out.append(f"env.allow adds {', '.join(extra_env)}")
@@ -339,6 +356,26 @@ def _network(value: Any, where: str) -> bool | tuple[str, ...]:
                 field=f"{where}[{i}]",
             )
     return tuple(h.lower() for h in hosts) if hosts else False
+
+
+def _socket_paths(value: Any, where: str, base_dir: Path) -> tuple[str, ...]:
+    entries = _str_list(value, where)
+    for i, entry in enumerate(entries):
+        if _GLOB_CHARS.intersection(entry):
+            raise ConfigError(
+                f"expected the exact path of a socket (no globs), got {entry!r}",
+                field=f"{where}[{i}]",
+            )
+    return tuple(_abspath(e, base_dir) for e in entries)
+
+
+def _tighter_sockets(a: SandboxPolicy, b: SandboxPolicy) -> tuple[str, ...]:
+    """Sockets reachable under both: a side with the network on restricts nothing."""
+    if a.network is not False:
+        return b.unix_sockets
+    if b.network is not False:
+        return a.unix_sockets
+    return tuple(u for u in a.unix_sockets if u in b.unix_sockets)
 
 
 def _env_block(value: Any, where: str, base: SandboxPolicy) -> dict[str, Any]:
@@ -544,6 +581,73 @@ def _check_write(given: str, resolved: Path, ws: Path, policy: SandboxPolicy) ->
             )
 
 
+# --- git metadata --------------------------------------------------------------------------
+
+_GIT_SCAN_TTL = 5.0
+_git_scans: dict[Path, tuple[float, list[Path]]] = {}
+
+
+def protected_git_paths(workspace: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """The git metadata a sandboxed command may not change: every repository's `.git` (folder or
+    gitfile) found in the workspace and in `roots`, at any depth, and the git folders those
+    gitfiles (and their `commondir`) point to inside them.
+
+    Whole `.git` folders, not only `config`, `hooks/`, `commondir` and `objects/info/alternates`:
+    git reads `commondir` (and `config.worktree`) whenever the file *exists*, and neither a bind
+    mount nor Landlock can forbid creating one name in a folder git must write to (`index.lock`
+    sits beside them). So, as in Codex, git commands that write (add, commit) fail inside the
+    sandbox; reading ones work. Repositories created after the scan are not covered: whoever
+    runs git outside the sandbox must still check for redirects. The scan walks the trees (it
+    does not follow symlinks nor enter `.git`) and is reused for a few seconds.
+    """
+    bases = _dedupe([_real(Path(workspace)), *(_real(Path(r)) for r in roots)])
+    out: list[Path] = []
+    for base in bases:
+        out += _git_entries(base, bases)
+    return _dedupe(out)
+
+
+def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
+    now = time.monotonic()
+    cached = _git_scans.get(base)
+    if cached is not None and now - cached[0] < _GIT_SCAN_TTL:
+        return cached[1]
+    found: list[Path] = []
+    stack = [base]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                found += _git_metadata(Path(entry.path), bases)
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    if len(_git_scans) >= 64:  # workspaces come and go (tests, temp folders): keep it small
+        _git_scans.clear()
+    _git_scans[base] = (now, found)
+    return found
+
+
+def _git_metadata(dot_git: Path, bases: Sequence[Path]) -> list[Path]:
+    """`.git` itself and, for a gitfile, the folders it redirects to that lie inside `bases`."""
+    out = [dot_git]
+    if dot_git.is_symlink() or not dot_git.is_file():
+        return out
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        first = dot_git.read_text("utf-8").splitlines()[0]
+        if first.startswith("gitdir:"):
+            target = _real(dot_git.parent / first[len("gitdir:") :].strip())
+            common = target / "commondir"
+            linked = [target]
+            if common.is_file():
+                linked.append(_real(target / common.read_text("utf-8").strip()))
+            out += [t for t in linked if t.is_dir() and any(_within(t, b) for b in bases)]
+    return out
+
+
 # --- detection -------------------------------------------------------------------------------
 
 
@@ -692,11 +796,11 @@ def wrap_command(
         )
     mechanism: Mechanism = "none"
     problems: dict[str, str] = {}
-    if support.bwrap.available:
+    lacking = _seccomp_lacks(policy)
+    if support.bwrap.available and not lacking:
         mechanism = "bwrap"
     else:
-        problems["bwrap"] = support.bwrap.reason
-        lacking = _landlock_lacks(policy, support.landlock_abi)
+        problems["bwrap"] = lacking or support.bwrap.reason
         if support.landlock.available and not lacking:
             mechanism = "landlock"
         else:
@@ -776,7 +880,8 @@ def _bwrap(
     args = [exe, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--cap-drop", "ALL"]  # fmt: skip
     if policy.network is False:
-        args.append("--unshare-net")
+        # The launcher's supervisor is pid 1: no unfiltered bwrap init the command could trace.
+        args += ["--unshare-net", "--as-pid-1"]
     if policy.filesystem == "full":
         args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     else:
@@ -792,7 +897,7 @@ def _bwrap(
                 args += ["--bind", str(root), str(root)]
         if policy.filesystem == "read-only":
             args += ["--remount-ro", "/tmp"]
-    for path in policy.protected_paths(ws):
+    for path in _protected(policy, ws):
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
     for path in _expand_denied(policy, ws):
@@ -801,9 +906,18 @@ def _bwrap(
     for name in _SPAWNER_DEFAULT_ENV:
         if name not in env:
             args += ["--unsetenv", name]
+    if policy.network is False and policy.filesystem != "full":
+        # Listed sockets under the host's /tmp must show through the private one.
+        for sock in _host_tmp_entries(Path(u) for u in policy.unix_sockets):
+            args += ["--ro-bind", sock, sock]
     args += ["--chdir", str(_real(cwd))]
     args.append("--")
-    if policy.rlimits:
+    if policy.network is False:
+        # Abstract sockets are already the sandbox's own (a network namespace has its own);
+        # pathname ones are checked by the launcher's supervisor.
+        private = "/tmp" if policy.filesystem == "workspace-write" else None
+        args += _launcher({"rlimits": policy.rlimits, "unix": _unix_config(policy, private)})
+    elif policy.rlimits:
         # util-linux prlimit is a small C program; the Python launcher costs ~20 ms more.
         prlimit = shutil.which("prlimit")
         if prlimit is None:
@@ -813,9 +927,16 @@ def _bwrap(
     return WrappedCommand(argv=(*args, *argv), env=env, mechanism="bwrap")
 
 
-def _landlock_lacks(policy: SandboxPolicy, abi: int) -> str:
+def _unix_config(policy: SandboxPolicy, private: str | None) -> dict[str, Any]:
+    """What the launcher's supervisor needs: the listed sockets and the private temp folder."""
+    return {"allow": list(policy.unix_sockets), "private": private}
+
+
+def _seccomp_lacks(policy: SandboxPolicy) -> str:
+    """Both chains need the seccomp filter with the network off (Unix sockets; inet too under
+    Landlock): without it the policy cannot be enforced."""
     if policy.network is False and os.uname().machine not in _lx.SECCOMP_MACHINES:
-        return f"no seccomp network filter for {os.uname().machine}"
+        return f"no seccomp filter for Unix-domain sockets on {os.uname().machine}"
     return ""
 
 
@@ -841,25 +962,57 @@ def _landlock(
             cleanup.append(tmp)
             env["TMPDIR"] = str(tmp)
             roots.append(tmp)
+        excluded = _dedupe([*_protected(policy, ws), *denied])
+        granted: list[tuple[str, int]] = []
         for root in roots:
-            rules += _carve(root, [*policy.protected_paths(ws), *denied], write, ancestor=0)
-        rules += [(dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES]
+            granted += _carve(root, excluded, write, ancestor=0)
+        rules += [*granted, *((dev, _lx.WRITE_FILE) for dev in _WRITABLE_DEVICES)]
         config["fs"] = _lx.handled_fs(abi)
         config["rules"] = rules
+        carved = any(_within(e, r) for e in excluded for r in roots)
+        if carved and os.uname().machine in _lx.SECCOMP_MACHINES:
+            # Landlock cannot grant the folders on the way to a protected path without granting
+            # the path; the launcher's supervisor writes there for the command (see the broker).
+            config["broker"] = {
+                "roots": [str(r) for r in roots],
+                "excluded": [str(e) for e in excluded],
+            }
     if policy.network is False:
         config["net"] = _lx.NET_BIND_TCP | _lx.NET_CONNECT_TCP
         config["no_inet"] = True
+        config["unix"] = _unix_config(policy, str(cleanup[0]) if cleanup else None)
     if abi >= 6:
         # Signals and abstract Unix sockets stay inside the sandbox's own domain.
         config["scope"] = _lx.SCOPE_SIGNAL | (
             _lx.SCOPE_ABSTRACT_UNIX_SOCKET if policy.network is False else 0
         )
+    launcher = _launcher(config)
+    if len(launcher[-2]) > _ARG_MAX:
+        # One argument may not exceed 128 KiB (a folder with thousands of siblings on the way
+        # to a denied path makes that many rules): the launcher reads a file instead.
+        folder = cleanup[0] if cleanup else Path(tempfile.mkdtemp(prefix="toolnexus-sbx-"))
+        if not cleanup:
+            cleanup.append(folder)
+        (folder / "launcher.json").write_text(launcher[-2])
+        launcher[-2] = "@" + str(folder / "launcher.json")
     return WrappedCommand(
-        argv=(*_launcher(config), *argv),
+        argv=(*launcher, *argv),
         env=env,
         mechanism="landlock",
         cleanup=tuple(cleanup),
     )
+
+
+_ARG_MAX = 100_000
+
+
+def _protected(policy: SandboxPolicy, ws: Path) -> list[Path]:
+    """The policy's protected paths and the git metadata of the workspace and writable folders
+    (nothing to protect where nothing is writable)."""
+    if policy.filesystem == "read-only":
+        return policy.protected_paths(ws)
+    writable = [Path(w) for w in policy.writable]
+    return _dedupe([*policy.protected_paths(ws), *protected_git_paths(ws, writable)])
 
 
 _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
