@@ -873,9 +873,10 @@ def _supervised(config: dict[str, Any], command: list[str]) -> int:
         status = os.waitpid(child, 0)[1]
     code = os.waitstatus_to_exitcode(status)
     if code < 0:  # killed by a signal: die of the same one, as the command did
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
-        return 128 - code
+        return 128 - code  # still here: pid 1 of bwrap's namespace ignores its own signals
     return code
 
 
