@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,20 @@ def http_server() -> Iterator[Any]:
     )
     with module.serve() as running:
         yield running
+
+
+def start_http_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A threaded HTTP server on a free port of 127.0.0.1, serving `handler` from a daemon
+    thread, for tests whose server needs its own routes; end it with `stop_http_server`."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def stop_http_server(httpd: ThreadingHTTPServer) -> None:
+    httpd.shutdown()
+    httpd.server_close()
 
 
 def in_forked_child(action: Callable[[], object]) -> str:

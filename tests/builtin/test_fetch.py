@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,8 @@ import pytest
 
 from builtin.fetch import fetch_tools
 from toolnexus import ConfigError, Result, SandboxPolicy, ToolContext, ToolError
+
+from ..conftest import start_http_server, stop_http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -76,19 +78,15 @@ class Server:
                 else:
                     self.send(404, "text/plain", b"unknown")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
 
     def close(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")

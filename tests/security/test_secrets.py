@@ -8,9 +8,8 @@ that HTTP echoes (paths, bodies), against a real HTTP server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,8 @@ import pytest
 
 from toolnexus import ManifestError, Toolkit, create_toolkit
 from toolnexus.manifest.interpolate import Secret, interpolate, mask_secrets
+
+from ..conftest import start_http_server, stop_http_server
 
 TOKEN = "tok{city}en-5ecret-A1"  # a placeholder-looking token
 BRACE = "abc}def-5ecret-B2"  # an unbalanced brace
@@ -54,15 +55,11 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")

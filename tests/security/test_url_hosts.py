@@ -8,9 +8,8 @@ backslashes, credentials, tab/newline removal, percent-decoding, IDNA, the IPv4 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ from toolnexus import Toolkit, create_toolkit
 from toolnexus.approval import compile_permissions, compile_rules
 from toolnexus.approval.hosts import _normal, _url_hosts, _whatwg_host
 from toolnexus.base import Result, Tool
+
+from ..conftest import start_http_server, stop_http_server
 
 # --- the WHATWG reader, against the spec's rules ----------------------------------------------
 
@@ -220,15 +221,11 @@ class Server:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")
