@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -53,6 +56,27 @@ def start_http_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPSer
 def stop_http_server(httpd: ThreadingHTTPServer) -> None:
     httpd.shutdown()
     httpd.server_close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a server in another process."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """Until the server `proc` accepts connections on 127.0.0.1:`port`; RuntimeError when it
+    exits, or `seconds` pass, first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP MCP server did not start") from None
+            time.sleep(0.05)  # polling a port: there is no event to wait on
 
 
 def in_forked_child(action: Callable[[], object]) -> str:
