@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from toolnexus.sandbox import detect
+
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SERVERS = Path(__file__).parent / "mcp_servers"
 
@@ -77,6 +79,16 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], seconds: float) -> N
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the HTTP MCP server did not start") from None
             time.sleep(0.05)  # polling a port: there is no event to wait on
+
+
+def only_mechanism(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave only the sandbox mechanism `name` ("bwrap" or "landlock") enabled, through
+    TOOLNEXUS_SANDBOX_DISABLE; skip the test when it does not work on this machine."""
+    monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
+    detect.cache_clear()
+    status = getattr(detect(), name)
+    if not status.available:
+        pytest.skip(f"{name} does not work on this machine: {status.reason}")
 
 
 def in_forked_child(action: Callable[[], object]) -> str:
