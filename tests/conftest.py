@@ -46,6 +46,23 @@ def http_server() -> Iterator[Any]:
         yield running
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler for a test server's own routes: it logs nothing, and `send` writes a
+    whole answer."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def send(self, status: int, ctype: str, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
 def start_http_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     """A threaded HTTP server on a free port of 127.0.0.1, serving `handler` from a daemon
     thread, for tests whose server needs its own routes; end it with `stop_http_server`."""

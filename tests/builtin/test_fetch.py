@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from builtin.fetch import fetch_tools
 from toolnexus import ConfigError, Result, SandboxPolicy, ToolContext, ToolError
 
-from ..conftest import start_http_server, stop_http_server
+from ..conftest import QuietHandler, start_http_server, stop_http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -29,19 +28,7 @@ class Server:
         self.release = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def send(self, status: int, ctype: str, body: bytes, **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.hits[self.path] = server.hits.get(self.path, 0) + 1
                 port = self.server.server_address[1]
