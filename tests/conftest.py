@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from toolnexus.sandbox import detect
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SERVERS = Path(__file__).parent / "mcp_servers"
@@ -37,6 +44,68 @@ def http_server() -> Iterator[Any]:
     )
     with module.serve() as running:
         yield running
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler for a test server's own routes: it logs nothing, and `send` writes a
+    whole answer."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def send(self, status: int, ctype: str, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def start_http_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A threaded HTTP server on a free port of 127.0.0.1, serving `handler` from a daemon
+    thread, for tests whose server needs its own routes; end it with `stop_http_server`."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def stop_http_server(httpd: ThreadingHTTPServer) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a server in another process."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """Until the server `proc` accepts connections on 127.0.0.1:`port`; RuntimeError when it
+    exits, or `seconds` pass, first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP MCP server did not start") from None
+            time.sleep(0.05)  # polling a port: there is no event to wait on
+
+
+def only_mechanism(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave only the sandbox mechanism `name` ("bwrap" or "landlock") enabled, through
+    TOOLNEXUS_SANDBOX_DISABLE; skip the test when it does not work on this machine."""
+    monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
+    detect.cache_clear()
+    status = getattr(detect(), name)
+    if not status.available:
+        pytest.skip(f"{name} does not work on this machine: {status.reason}")
 
 
 def in_forked_child(action: Callable[[], object]) -> str:

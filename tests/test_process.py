@@ -18,6 +18,8 @@ import pytest
 from toolnexus.process import run_process, start_process
 from toolnexus.sandbox import SandboxPolicy, detect
 
+from .conftest import only_mechanism
+
 
 def _alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a killed orphan waiting for init)."""
@@ -294,11 +296,7 @@ def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Run with no sandbox, or with only this sandbox mechanism enabled (as test_sandbox.py)."""
     name: str = request.param
     if name != "none":
-        monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
-        detect.cache_clear()
-        status = getattr(detect(), name)
-        if not status.available:
-            pytest.skip(f"{name} does not work on this machine: {status.reason}")
+        only_mechanism(name, monkeypatch)
     yield name
     detect.cache_clear()
 

@@ -34,6 +34,8 @@ from toolnexus.sandbox import (
     wrap_command,
 )
 
+from .conftest import only_mechanism
+
 MECHANISMS = ("bwrap", "landlock")
 
 
@@ -48,11 +50,7 @@ def _fresh_detection() -> Iterator[None]:
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test with only this mechanism enabled."""
     name: str = request.param
-    other = "landlock" if name == "bwrap" else "bwrap"
-    monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", other)
-    status = getattr(detect(), name)
-    if not status.available:
-        pytest.skip(f"{name} does not work on this machine: {status.reason}")
+    only_mechanism(name, monkeypatch)
     return name
 
 

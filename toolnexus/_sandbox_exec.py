@@ -605,6 +605,19 @@ class _Broker:
     def touches_protected(self, target: str) -> bool:
         return any(_under(target, e) or _under(e, target) for e in self.excluded)
 
+    def declined(self, real: str, name: str) -> tuple[int, bool] | None:
+        """The answer for a one-path call the broker does not do itself, or None when it does:
+        EACCES in a protected place or for a brokered name that touches a protected path; the
+        kernel goes on (and Landlock judges) anywhere that is not brokered."""
+        place = self.place(real)
+        if place == "refused" or (
+            place == "brokered" and self.touches_protected(os.path.join(real, name))
+        ):
+            return _EACCES, False
+        if place != "brokered":
+            return 0, True
+        return None
+
     def resolve(
         self, sup: _Supervisor, pid: int, dirfd: int, addr: int
     ) -> tuple[int, str, str] | None:
@@ -671,13 +684,8 @@ class _Broker:
             return 0, True
         parent, name, real = found
         try:
-            place = self.place(real)
-            if place == "refused" or (
-                place == "brokered" and self.touches_protected(os.path.join(real, name))
-            ):
-                return _EACCES, False
-            if place != "brokered":
-                return 0, True
+            if (declined := self.declined(real, name)) is not None:
+                return declined
             if not sup.valid(notif.id):
                 return None, False
             with _umask_of(notif.pid):
@@ -737,13 +745,8 @@ class _Broker:
             return 0, True
         parent, name, real = found
         try:
-            place = self.place(real)
-            if place == "refused" or (
-                place == "brokered" and self.touches_protected(os.path.join(real, name))
-            ):
-                return _EACCES, False
-            if place != "brokered":
-                return 0, True
+            if (declined := self.declined(real, name)) is not None:
+                return declined
             try:
                 st = os.stat(name, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,8 @@ import pytest
 
 from builtin.fetch import fetch_tools
 from toolnexus import ConfigError, Result, SandboxPolicy, ToolContext, ToolError
+
+from ..conftest import QuietHandler, start_http_server, stop_http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -27,19 +28,7 @@ class Server:
         self.release = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def send(self, status: int, ctype: str, body: bytes, **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.hits[self.path] = server.hits.get(self.path, 0) + 1
                 port = self.server.server_address[1]
@@ -76,19 +65,15 @@ class Server:
                 else:
                     self.send(404, "text/plain", b"unknown")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
 
     def close(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")

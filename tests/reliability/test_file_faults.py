@@ -15,16 +15,18 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 import builtin.files
-from toolnexus import ToolCall, create_toolkit
+from toolnexus import ToolCall, Toolkit, create_toolkit
 
 REPO = Path(__file__).parents[2]
 WRITERS = 20
+_T = TypeVar("_T")
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -39,6 +41,33 @@ def _numbered(count: int) -> str:
 # --- concurrent writers in one process ----------------------------------------------------
 
 
+def _at_once(action: Callable[[int], _T]) -> list[_T]:
+    """`action(i)` for each of the WRITERS, in threads of their own let go at the same moment."""
+    start = threading.Barrier(WRITERS)
+
+    def run(i: int) -> _T:
+        start.wait()
+        return action(i)
+
+    with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
+        return list(pool.map(run, range(WRITERS)))
+
+
+def _each_writes(kits: list[Toolkit], path: str) -> list[tuple[bool, str]]:
+    """Toolkit i writes `writer i` to `path`, all at once: (is_error, content) of each. The
+    toolkits are closed after."""
+
+    def write(i: int) -> tuple[bool, str]:
+        result = kits[i].execute("write", {"path": path, "content": f"writer {i}\n"})
+        return result.is_error, result.content
+
+    try:
+        return _at_once(write)
+    finally:
+        for kit in kits:
+            kit.close()
+
+
 @pytest.mark.parametrize("require_read", [True, False])
 def test_concurrent_edits_in_threads_lose_nothing(
     tmp_path: Path, no_leaks: None, require_read: bool
@@ -48,18 +77,15 @@ def test_concurrent_edits_in_threads_lose_nothing(
     builtins = {"read": {}, "edit": {"require_read": require_read}}
     with create_toolkit(builtins=builtins, workspace=tmp_path) as toolkit:
         assert not toolkit.execute("read", {"path": "f.txt"}).is_error
-        start = threading.Barrier(WRITERS)
 
         def edit(i: int) -> tuple[bool, str]:
-            start.wait()
             result = toolkit.execute(
                 "edit",
                 {"path": "f.txt", "old_string": f"line {i}\n", "new_string": f"line {i} edited\n"},
             )
             return result.is_error, result.content
 
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            results = list(pool.map(edit, range(WRITERS)))
+        results = _at_once(edit)
     # One toolkit: each edit sees the one before it, so every one applies.
     assert [failed for failed, _ in results] == [False] * WRITERS, results
     assert target.read_text() == "".join(f"line {i} edited\n" for i in range(WRITERS))
@@ -74,10 +100,8 @@ def test_concurrent_edits_through_execute_many_across_agents(
     target.write_text(_numbered(WRITERS))
     with create_toolkit(builtins=["read", "edit"], workspace=tmp_path) as toolkit:
         toolkit.execute("read", {"path": "f.txt"})
-        start = threading.Barrier(WRITERS)
 
         def agent(i: int) -> list[bool]:
-            start.wait()
             batch = [
                 ToolCall(
                     name="edit",
@@ -92,8 +116,7 @@ def test_concurrent_edits_through_execute_many_across_agents(
             ]
             return [r.is_error for r in toolkit.execute_many(batch)]
 
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            outcomes = list(pool.map(agent, range(WRITERS)))
+        outcomes = _at_once(agent)
     lines = target.read_text().splitlines()
     # The second edit of a batch may meet another agent's "x" first: then that agent's own second
     # edit finds no "x" (or two) and fails clearly. What must never happen: a success whose
@@ -108,19 +131,7 @@ def test_concurrent_edits_through_execute_many_across_agents(
 def test_concurrent_writes_of_a_new_file_create_it_once(tmp_path: Path, no_leaks: None) -> None:
     """Twenty agents with their own toolkits all try to create the same file."""
     kits = [create_toolkit(builtins=["write"], workspace=tmp_path) for _ in range(WRITERS)]
-    start = threading.Barrier(WRITERS)
-
-    def write(i: int) -> tuple[bool, str]:
-        start.wait()
-        result = kits[i].execute("write", {"path": "new/file.txt", "content": f"writer {i}\n"})
-        return result.is_error, result.content
-
-    try:
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            results = list(pool.map(write, range(WRITERS)))
-    finally:
-        for kit in kits:
-            kit.close()
+    results = _each_writes(kits, "new/file.txt")
     created = [content for failed, content in results if not failed]
     assert len(created) == 1, results
     # Everyone else was told the file now exists and was not read by them.
@@ -137,19 +148,7 @@ def test_concurrent_overwrites_of_a_read_file_let_one_through(
     kits = [create_toolkit(builtins=["read", "write"], workspace=tmp_path) for _ in range(WRITERS)]
     for kit in kits:
         kit.execute("read", {"path": "f.txt"})
-    start = threading.Barrier(WRITERS)
-
-    def write(i: int) -> tuple[bool, str]:
-        start.wait()
-        result = kits[i].execute("write", {"path": "f.txt", "content": f"writer {i}\n"})
-        return result.is_error, result.content
-
-    try:
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            results = list(pool.map(write, range(WRITERS)))
-    finally:
-        for kit in kits:
-            kit.close()
+    results = _each_writes(kits, "f.txt")
     winners = [i for i, (failed, _) in enumerate(results) if not failed]
     assert len(winners) == 1, results
     assert all("changed on disk since it was last read" in c for failed, c in results if failed)
@@ -161,20 +160,21 @@ def test_concurrent_patches_lose_nothing(tmp_path: Path, no_leaks: None) -> None
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text(_numbered(WRITERS))
     with create_toolkit(builtins=["apply_patch"], workspace=tmp_path) as toolkit:
-        start = threading.Barrier(WRITERS)
 
-        def patch(i: int) -> bool:
+        def text(i: int) -> str:
             first, second = ("a.txt", "b.txt") if i % 2 else ("b.txt", "a.txt")
-            text = "*** Begin Patch\n" + "".join(
+            return "*** Begin Patch\n" + "".join(
                 f"*** Update File: {name}\n@@\n-line {i}\n+patched {i}\n"
                 for name in (first, second)
             )
-            start.wait()
-            result = toolkit.execute("apply_patch", {"patch": text + "*** End Patch"})
+
+        texts = [text(i) for i in range(WRITERS)]  # built before they are let go
+
+        def patch(i: int) -> bool:
+            result = toolkit.execute("apply_patch", {"patch": texts[i] + "*** End Patch"})
             return result.is_error
 
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            failed = list(pool.map(patch, range(WRITERS)))
+        failed = _at_once(patch)
     assert failed == [False] * WRITERS
     for name in ("a.txt", "b.txt"):
         assert (tmp_path / name).read_text() == "".join(f"patched {i}\n" for i in range(WRITERS))
@@ -186,10 +186,8 @@ def test_edit_and_patch_and_write_interleaved(tmp_path: Path, no_leaks: None) ->
     target.write_text(_numbered(WRITERS))
     with create_toolkit(builtins=["read", "edit", "apply_patch"], workspace=tmp_path) as toolkit:
         toolkit.execute("read", {"path": "f.txt"})
-        start = threading.Barrier(WRITERS)
 
         def change(i: int) -> bool:
-            start.wait()
             if i % 2:
                 result = toolkit.execute(
                     "edit", {"path": "f.txt", "old_string": f"line {i}\n", "new_string": f"e{i}\n"}
@@ -204,8 +202,7 @@ def test_edit_and_patch_and_write_interleaved(tmp_path: Path, no_leaks: None) ->
                 )
             return result.is_error
 
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            failed = list(pool.map(change, range(WRITERS)))
+        failed = _at_once(change)
     assert failed == [False] * WRITERS
     want = [f"e{i}" if i % 2 else f"p{i}" for i in range(WRITERS)]
     assert target.read_text().splitlines() == want

@@ -9,7 +9,6 @@ Waits are bounded generously; how fast things happen goes to `benchmarks/`, not 
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from toolnexus import Result, Toolkit, create_toolkit, tool
 
+from ..conftest import free_port, wait_for_port
 from .conftest import SOAK
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
@@ -61,12 +61,6 @@ def state(tk: Toolkit, server: str = "f") -> dict[str, Any]:
     return tk.status()[server]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def http_server(
     *args: str, port: int | None = None
@@ -79,15 +73,7 @@ def http_server(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + START
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP MCP server did not start") from None
-                time.sleep(0.05)  # polling a port: there is no event to wait on
+        wait_for_port(port, proc, START)
         yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.kill()  # uvicorn's graceful stop would wait for a request held by "hang"

@@ -26,6 +26,8 @@ import yaml
 from toolnexus import Toolkit, acreate_toolkit
 from toolnexus.sandbox import detect
 
+from ..conftest import only_mechanism
+
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_leaks")]
 
 
@@ -44,11 +46,7 @@ MECHANISMS = ("none", "bwrap", "landlock")
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name: str = request.param
     if name != "none":
-        monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
-        detect.cache_clear()
-        status = getattr(detect(), name)
-        if not status.available:
-            pytest.skip(f"{name} does not work on this machine: {status.reason}")
+        only_mechanism(name, monkeypatch)
     yield name
     detect.cache_clear()
 

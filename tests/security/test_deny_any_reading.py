@@ -317,6 +317,25 @@ def _git_shim(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, marker
 
 
+def _shell_tool_manifest(tmp_path: Path, bin_dir: Path, permissions: str = "") -> Path:
+    """A manifest whose one tool, `shell`, runs bash with `bin_dir` (the git shim) first on
+    PATH; `permissions`, when given, is the manifest's `permissions:` mapping."""
+    head = f"permissions: {permissions}\n" if permissions else ""
+    tools = f"""\
+        tools:
+          - name: shell
+            description: run a bash command
+            command: [bash, -c, "{{command}}"]
+            env: {{PATH: "{bin_dir}:/usr/bin:/bin"}}
+            parameters:
+              type: object
+              properties: {{command: {{type: string}}}}
+              required: [command]
+            approval: allow
+        """
+    return _manifest(tmp_path, "version: 1\n" + head + textwrap.dedent(tools))
+
+
 @pytest.mark.parametrize("command", ATTACKS)
 def test_builtin_shell_with_a_deny_rule_refuses_and_runs_nothing(
     command: str, tmp_path: Path
@@ -347,24 +366,7 @@ def test_shell_tool_with_a_deny_permission_refuses_and_runs_nothing(
     command: str, tmp_path: Path
 ) -> None:
     bin_dir, marker = _git_shim(tmp_path)
-    manifest = _manifest(
-        tmp_path,
-        f"""
-        version: 1
-        permissions:
-          deny: ["shell(git push *)"]
-        tools:
-          - name: shell
-            description: run a bash command
-            command: [bash, -c, "{{command}}"]
-            env: {{PATH: "{bin_dir}:/usr/bin:/bin"}}
-            parameters:
-              type: object
-              properties: {{command: {{type: string}}}}
-              required: [command]
-            approval: allow
-        """,
-    )
+    manifest = _shell_tool_manifest(tmp_path, bin_dir, permissions='{deny: ["shell(git push *)"]}')
     with create_toolkit(manifest, workspace=tmp_path) as tk:
         verdict = tk.check("shell", {"command": command})
         assert verdict.decision is Decision.DENY, command
@@ -376,22 +378,7 @@ def test_shell_tool_with_a_deny_permission_refuses_and_runs_nothing(
 def test_the_shims_do_run_when_nothing_denies(tmp_path: Path) -> None:
     # the end-to-end tests above prove something only if the attack would otherwise run
     bin_dir, marker = _git_shim(tmp_path)
-    manifest = _manifest(
-        tmp_path,
-        f"""
-        version: 1
-        tools:
-          - name: shell
-            description: run a bash command
-            command: [bash, -c, "{{command}}"]
-            env: {{PATH: "{bin_dir}:/usr/bin:/bin"}}
-            parameters:
-              type: object
-              properties: {{command: {{type: string}}}}
-              required: [command]
-            approval: allow
-        """,
-    )
+    manifest = _shell_tool_manifest(tmp_path, bin_dir)
     with create_toolkit(manifest, workspace=tmp_path) as tk:
         tk.execute("shell", {"command": "cat <<EOF\nEO\\\nF\ngit push\nEOF"})
     assert marker.exists()

@@ -25,6 +25,8 @@ from toolnexus.errors import ConfigError
 from toolnexus.process import ProcessResult, run_process
 from toolnexus.sandbox import SandboxPolicy, detect, protected_git_paths
 
+from ..conftest import only_mechanism
+
 
 @pytest.fixture(autouse=True)
 def _fresh_detection() -> Iterator[None]:
@@ -36,10 +38,7 @@ def _fresh_detection() -> Iterator[None]:
 @pytest.fixture(params=("bwrap", "landlock"))
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     name: str = request.param
-    monkeypatch.setenv("TOOLNEXUS_SANDBOX_DISABLE", "landlock" if name == "bwrap" else "bwrap")
-    status = getattr(detect(), name)
-    if not status.available:
-        pytest.skip(f"{name} does not work on this machine: {status.reason}")
+    only_mechanism(name, monkeypatch)
     return name
 
 

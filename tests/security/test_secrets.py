@@ -8,9 +8,7 @@ that HTTP echoes (paths, bodies), against a real HTTP server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,8 @@ import pytest
 
 from toolnexus import ManifestError, Toolkit, create_toolkit
 from toolnexus.manifest.interpolate import Secret, interpolate, mask_secrets
+
+from ..conftest import QuietHandler, start_http_server, stop_http_server
 
 TOKEN = "tok{city}en-5ecret-A1"  # a placeholder-looking token
 BRACE = "abc}def-5ecret-B2"  # an unbalanced brace
@@ -35,10 +35,7 @@ class Server:
         self.requests: list[dict[str, Any]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 seen = {"path": self.path, "headers": dict(self.headers.items())}
                 server.requests.append(seen)
@@ -47,22 +44,13 @@ class Server:
                     status = 401
                 else:
                     body, status = json.dumps(seen), 200
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send(status, "text/plain", body.encode())
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,7 @@ backslashes, credentials, tab/newline removal, percent-decoding, IDNA, the IPv4 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ from toolnexus import Toolkit, create_toolkit
 from toolnexus.approval import compile_permissions, compile_rules
 from toolnexus.approval.hosts import _normal, _url_hosts, _whatwg_host
 from toolnexus.base import Result, Tool
+
+from ..conftest import QuietHandler, start_http_server, stop_http_server
 
 # --- the WHATWG reader, against the spec's rules ----------------------------------------------
 
@@ -207,28 +207,16 @@ class Server:
         self.hits = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.hits += 1
-                body = b"hello from 127.0.0.1"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send(200, "text/plain", b"hello from 127.0.0.1")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = start_http_server(Handler)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop_http_server(self.httpd)
 
 
 @pytest.fixture(scope="module")

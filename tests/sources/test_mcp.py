@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,8 @@ from toolnexus.sources.mcp import (
     McpServerState,
     connect_all,
 )
+
+from ..conftest import free_port, wait_for_port
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 PNG_1X1 = base64.b64decode(
@@ -90,12 +91,6 @@ async def everything() -> AsyncIterator[McpServer]:
     await server.aclose()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     """The everything server over streamable HTTP, in its own process."""
@@ -106,15 +101,7 @@ def http_url() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP MCP server did not start") from None
-                time.sleep(0.05)  # polling a port: there is no event to wait on
+        wait_for_port(port, proc, 15)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

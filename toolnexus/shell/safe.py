@@ -200,13 +200,10 @@ def _parse(program: Program, words: Sequence[_Word]) -> _Parsed | None:
                 if option.arity is Arity.NONE:
                     return None  # getopt refuses `--flag=x`; not understood either way
                 parsed.options.append((option, value))
-            elif option.arity is Arity.REQUIRED:
-                if i >= len(words) or not _value_ok(words[i]):
-                    return None
-                parsed.options.append((option, words[i].text))
-                i += 1
             else:
-                parsed.options.append((option, None))
+                i = _separate_value(option, words, i, parsed)
+                if i is None:
+                    return None
             continue
         k = 1
         while k < len(text):
@@ -219,15 +216,25 @@ def _parse(program: Program, words: Sequence[_Word]) -> _Parsed | None:
                 continue
             if k < len(text):
                 parsed.options.append((option, text[k:]))  # the rest of the cluster: `-kVAL`
-            elif option.arity is Arity.REQUIRED:
-                if i >= len(words) or not _value_ok(words[i]):
-                    return None
-                parsed.options.append((option, words[i].text))
-                i += 1
             else:
-                parsed.options.append((option, None))
+                i = _separate_value(option, words, i, parsed)
+                if i is None:
+                    return None
             break
     return parsed
+
+
+def _separate_value(option: Option, words: Sequence[_Word], i: int, parsed: _Parsed) -> int | None:
+    """Record an option written without its value: a required value is the next word, `i`
+    (the index after it is returned); None when that word is missing or looks like an option.
+    An optional value is never taken from the next word, as getopt does."""
+    if option.arity is Arity.REQUIRED:
+        if i >= len(words) or not _value_ok(words[i]):
+            return None
+        parsed.options.append((option, words[i].text))
+        return i + 1
+    parsed.options.append((option, None))
+    return i
 
 
 @functools.cache
