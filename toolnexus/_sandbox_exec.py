@@ -753,6 +753,10 @@ class _Broker:
                 st = None
             if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                 return 0, True  # a symlink or a device: the kernel follows, Landlock judges
+            if st is not None and (st.st_dev, st.st_ino) in self.inodes:
+                return _EACCES, False  # checked before opening too: O_TRUNC acts at open
+            if not sup.valid(notif.id):
+                return None, False  # the call is gone: create or truncate nothing for it
             with _umask_of(notif.pid):
                 fd = os.open(
                     name, (flags & ~os.O_CLOEXEC) | os.O_NOFOLLOW, mode & 0o7777, dir_fd=parent
