@@ -342,15 +342,15 @@ def split_command(command: str) -> list[list[str]] | None:
 
 def is_known_safe_command(command: str) -> bool:
     """True when `command` only reads: every simple command is on the built-in read-only list
-    (`ls cat head tail wc grep rg find sed -n sort uniq git status|diff|log|show|branch ...`,
-    with their dangerous flags refused: `find -exec/-delete/-fprint`, `rg --pre/-z`,
-    `sort -o`, `git diff --output`, `git branch -D`...) and nothing is redirected into a file
-    other than /dev/null.
+    (`ls cat head tail wc grep rg find sed -n sort uniq git status|diff|log|show|branch ...`)
+    with only options it understands and allows (not `find -exec/-delete/-fprint`,
+    `rg --pre/-z`, `sort -o`, `git diff --output`, `git branch -D`...), and nothing is
+    redirected but to /dev/null, a descriptor, or from a here-document.
 
-    The builtin shell tool runs such commands without asking. Anything that cannot be read
-    statically (substitutions, subshells, unbalanced quotes) is not known-safe. Wrappers that
-    change nothing (`timeout 5`, `nice`, `LANG=C`) are looked past; `bash -c 'SCRIPT'` is
-    judged by its script.
+    The builtin shell tool runs such commands without asking. Anything not fully understood
+    (substitutions, subshells, unbalanced quotes, unknown options, expansions in operands) is
+    not known-safe. Wrappers (`timeout`, `nice`, `env`, `LANG=C cmd`, `bash -c`, `eval`,
+    `xargs`...) are not looked past: a wrapped command is not known-safe and gets asked.
     """
     from ..shell import is_known_safe_command as known_safe
 
