@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import re
@@ -216,18 +217,33 @@ def _repository_redirected(start: Path) -> bool:
 
 
 def _config_unsafe(config: Path) -> bool:
-    if not config.exists():
-        return False
     try:
-        listed = subprocess.run(
-            ["git", "config", "--file", str(config), "--no-includes", "--list", "--null"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            cwd="/",  # no repository around: git only parses the one file it is given
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        content = config.read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:
         return True
+    try:
+        if len(content) > 65_536:  # not kept: a cache of 32 such would hold too much
+            return _content_unsafe.__wrapped__(content)
+        return _content_unsafe(content)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # not cached: a git that failed to start once may start next time
+
+
+@functools.lru_cache(maxsize=32)
+def _content_unsafe(content: bytes) -> bool:
+    """The verdict on one config's bytes, kept by those bytes: this runs on every git
+    approval, and git (fed the bytes read, not the path, so what is judged is what is kept)
+    is then started once per content rather than once per call."""
+    listed = subprocess.run(
+        ["git", "config", "--file", "-", "--no-includes", "--list", "--null"],
+        input=content,
+        capture_output=True,
+        timeout=10,
+        check=False,
+        cwd="/",  # no repository around: git only parses the bytes it is given
+    )
     if listed.returncode != 0:
         return True
     for entry in listed.stdout.split(b"\0"):

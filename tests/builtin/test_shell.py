@@ -277,3 +277,34 @@ async def test_the_last_resort_finalizer_kills_escapees_of_a_job(tmp_path: Path)
     with anyio.fail_after(10):
         while _alive(escapee):
             await anyio.sleep(0.02)
+
+
+def test_git_approval_reads_an_unchanged_config_once_and_a_changed_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config check is on every git approval: its verdict is kept by the config's bytes
+    (git is asked once per content), and new bytes, such as an fsmonitor the model wrote,
+    are read again and refuse auto-allow."""
+    import subprocess
+
+    import builtin.shell as shell_module
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
+    assert shell.approval is not None
+    runs: list[object] = []
+    real_run = subprocess.run
+
+    def counting_run(*args: Any, **kwargs: Any) -> Any:
+        runs.append(args)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(shell_module.subprocess, "run", counting_run)
+    for _ in range(3):
+        verdict = shell.approval.decide(shell, {"command": "git status"}, tmp_path)
+        assert verdict.decision is Decision.ALLOW and verdict.matched
+    assert len(runs) <= 1
+    config = tmp_path / ".git" / "config"
+    config.write_text(config.read_text() + "\tfsmonitor = /tmp/x\n")
+    verdict = shell.approval.decide(shell, {"command": "git status"}, tmp_path)
+    assert verdict.decision is not Decision.ALLOW or not verdict.matched
