@@ -128,6 +128,14 @@ def stamp_of(st: os.stat_result) -> Stamp:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def version_of(path: Path) -> Stamp | None:
+    """`path`'s stamp now, or None when it does not exist."""
+    try:
+        return stamp_of(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
 def _stamps(ctx: ToolContext) -> dict[str, Stamp]:
     stamps: dict[str, Stamp] = ctx.state.setdefault(_STAMPS_KEY, {})
     return stamps
@@ -369,11 +377,7 @@ def replace_checked(ctx: ToolContext, tmp: Path, path: Path, expected: Stamp | N
     formatter), up to the instant between this check and the rename, which no POSIX call can
     close without the other program's cooperation.
     """
-    try:
-        now: Stamp | None = stamp_of(os.stat(path))
-    except FileNotFoundError:
-        now = None
-    if now != expected:
+    if version_of(path) != expected:
         tmp.unlink(missing_ok=True)
         raise Changed(
             f"{display(ctx, path)!r} changed on disk while this call was writing it (another "

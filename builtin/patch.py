@@ -51,6 +51,7 @@ from ._common import (
     record_stamp,
     stamp_of,
     uses_crlf,
+    version_of,
     write_lock,
     write_temp,
 )
@@ -533,7 +534,7 @@ def _commit(ctx: ToolContext, plan: _Plan) -> None:
                 staged.append((write_temp(path, data), path))
         for path in plan.final:
             at = path
-            if _version(path) != plan.seen.get(path):
+            if version_of(path) != plan.seen.get(path):
                 raise Changed(
                     f"{display(ctx, path)!r} changed on disk while the patch was being applied "
                     f"(another program wrote it). Nothing was changed; read it again and send "
@@ -573,13 +574,6 @@ def _commit(ctx: ToolContext, plan: _Plan) -> None:
     _discard(list(backups.values()), [])
     for folder in {path.parent for path in plan.final}:
         fsync_dir(folder)
-
-
-def _version(path: Path) -> Stamp | None:
-    try:
-        return stamp_of(os.stat(path))
-    except FileNotFoundError:
-        return None
 
 
 def _backup(path: Path) -> Path:

@@ -91,9 +91,9 @@ def mask_secrets(text: str) -> str:
     """
     pattern = _pattern[0]
     if pattern is None:
+        if not _known:  # nothing interpolated yet: no lock on this path (every audit record)
+            return text
         with _known_lock:
-            if not _known:
-                return text
             forms = {form for v in _known for form in (v, quote(v, safe=""), quote(v))}
             alternatives = sorted(forms, key=len, reverse=True)
             pattern = re.compile("|".join(re.escape(v) for v in alternatives))
