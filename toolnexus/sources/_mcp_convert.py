@@ -39,7 +39,6 @@ _TOOL_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 """A name we can call: MCP asks for `[A-Za-z0-9._-]`, but a server that uses spaces or `/`
 keeps its tool (our name for it is sanitized; calls use the server's own); control characters
 or an absurd length mean a broken listing."""
-"""The MCP specification's tool name rule (SEP-986); toolnexus then sanitizes for providers."""
 _SDK_HTTP_STAND_INS = ("Server returned an error response", "Not Found")
 """What the SDK says in place of an HTTP error status (which it drops)."""
 
@@ -51,9 +50,9 @@ def check_tool(raw: object, surface: Callable[[Any], None] | None) -> str | None
     """Why one entry of a `tools/list` answer cannot become a tool, or None when it can.
 
     Checked on the raw JSON, before the SDK parses the listing (which would fail whole for one
-    bad entry): a name by MCP's rule, an `inputSchema` that is a valid JSON Schema for an
-    object, a valid `outputSchema` if any, and the entry as MCP defines it (`surface`, from
-    `listing_surface`, checks it as the negotiated protocol version does).
+    bad entry): a name we can call (`_TOOL_NAME`), an `inputSchema` that is a valid JSON
+    Schema for an object, a valid `outputSchema` if any, and the entry as MCP defines it
+    (`surface`, from `listing_surface`, checks it as the negotiated protocol version does).
     """
     if not isinstance(raw, Mapping):
         return f"the entry is not an object but {type(raw).__name__}"
