@@ -4,9 +4,10 @@ The SDK's `stdio_client` decodes stdout strictly (one invalid UTF-8 byte kills i
 every later call of that server waits out its timeout), hands an unparseable line to the session
 as a value the session merely logs (the request it answered then waits forever), and splits
 lines by concatenating and re-splitting its whole buffer on every chunk (a 20 MB answer took 7 s
-of loop-thread CPU, quadratic in its size). This transport keeps the SDK's process handling (a
-session of its own, the spec's shutdown: close stdin, wait, SIGTERM the group, SIGKILL) and
-replaces the reader:
+of loop-thread CPU, quadratic in its size). This transport mirrors the SDK's process handling (a
+session of its own, the spec's shutdown: close stdin, wait, SIGTERM the group, SIGKILL; written
+here rather than imported, since those helpers are private to `mcp.client.stdio` and may change
+in any 2.x release) and replaces the reader:
 
 - lines are found in linear time and decoded leniently (`errors="replace"`);
 - a line longer than `max_message` is never buffered: the request it answers (its id is read
