@@ -55,7 +55,12 @@ __all__ = [
 ]
 
 PROTECTED = (".git/hooks", ".git/config")
-"""Paths that stay read-only inside writable sandbox roots (plus the manifest files)."""
+"""Paths that stay read-only inside writable sandbox roots (plus the manifest files).
+
+Still needed beside `sandbox.protected_git_paths` (which a sandboxed process gets on top): the
+in-process file tools see only the policy's `protected` (via `confine_path`), and this is what
+keeps `.git/config` and `.git/hooks` read-only for them under `protect_git: false` (README,
+builtin file tools)."""
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -584,7 +584,9 @@ def _check_write(given: str, resolved: Path, ws: Path, policy: SandboxPolicy) ->
 # --- git metadata --------------------------------------------------------------------------
 
 _GIT_SCAN_TTL = 5.0
-_git_scans: dict[Path, tuple[float, list[Path]]] = {}
+_git_scans: dict[tuple[Path, tuple[Path, ...]], tuple[float, list[Path]]] = {}
+"""Scans by (base, all bases): which gitfile targets count depends on every base, not only on
+the one walked."""
 
 
 def protected_git_paths(workspace: Path, roots: Sequence[Path] = ()) -> list[Path]:
@@ -609,7 +611,8 @@ def protected_git_paths(workspace: Path, roots: Sequence[Path] = ()) -> list[Pat
 
 def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
     now = time.monotonic()
-    cached = _git_scans.get(base)
+    key = (base, tuple(bases))
+    cached = _git_scans.get(key)
     if cached is not None and now - cached[0] < _GIT_SCAN_TTL:
         return cached[1]
     found: list[Path] = []
@@ -627,7 +630,7 @@ def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
                 stack.append(Path(entry.path))
     if len(_git_scans) >= 64:  # workspaces come and go (tests, temp folders): keep it small
         _git_scans.clear()
-    _git_scans[base] = (now, found)
+    _git_scans[key] = (now, found)
     return found
 
 

@@ -476,3 +476,15 @@ async def test_proc_self_means_the_command_not_the_supervisor(
     assert "rc=0" in result.stdout, result.stderr
     assert (ws / "out" / "made.txt").read_text() == "here\n"
     assert not (ws / "made.txt").exists()
+
+
+def test_protected_git_paths_rescans_when_the_writable_roots_change(tmp_path: Path) -> None:
+    # A gitfile's target is protected only when it lies inside a scanned root, so the scan of
+    # the workspace must not be reused for a call whose writable roots differ.
+    ws, other = tmp_path / "ws", tmp_path / "other"
+    (other / "gitstore").mkdir(parents=True)
+    (other / "gitstore" / "HEAD").write_text("ref: refs/heads/main\n")
+    ws.mkdir()
+    (ws / ".git").write_text("gitdir: ../other/gitstore\n")
+    assert (other / "gitstore").resolve() not in protected_git_paths(ws)
+    assert (other / "gitstore").resolve() in protected_git_paths(ws, [other])
