@@ -47,8 +47,8 @@ GIVE_UP = 10.0
 _RESCAN = 0.1
 
 
-def _descendants() -> set[int]:
-    """Every live (not zombie) descendant of this process, read from /proc."""
+def descendants(root: int | None = None) -> set[int]:
+    """Every live (not zombie) descendant of `root` (default: this process), read from /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -61,7 +61,7 @@ def _descendants() -> set[int]:
         if fields[0] != b"Z":
             children.setdefault(int(fields[1]), []).append(int(name))
     found: set[int] = set()
-    todo = [os.getpid()]
+    todo = [os.getpid() if root is None else root]
     while todo:
         for pid in children.get(todo.pop(), ()):
             if pid not in found:
@@ -101,7 +101,7 @@ class _Tree:
 
     def send(self, sig: int, *, skip: set[int] | frozenset[int] = frozenset()) -> set[int]:
         """Send `sig` to every descendant not in `skip`; return the descendants found."""
-        pids = _descendants()
+        pids = descendants()
         self.signalled |= pids - {self.main}
         _signal_all(pids - skip, sig)
         return pids

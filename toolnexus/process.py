@@ -224,8 +224,17 @@ class _Child:
 
     async def terminate(self, grace: float) -> int:
         """SIGTERM the group (the reaper forwards it to escapees), give it `grace` seconds,
-        SIGKILL it; return the signal that ended it."""
-        _killpg(self.pid, signal.SIGTERM)
+        SIGKILL it; return the signal that ended it.
+
+        Under bwrap the SIGTERM goes to the processes inside the sandbox, not to bwrap: bwrap
+        dies of it without passing it on, and its `--die-with-parent` then SIGKILLs them all
+        at once, so the command would never get its grace."""
+        if self.status is None:
+            for pid in _reaper.descendants(self.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+        else:
+            _killpg(self.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(self.proc.wait()), grace)
         except TimeoutError:

@@ -195,6 +195,22 @@ async def test_a_command_ignoring_sigterm_is_killed_after_the_grace(
     assert await survivors(pids, mechanism) == []
 
 
+@pytest.mark.parametrize("network", [False, True])
+async def test_a_timed_out_command_gets_its_grace_to_clean_up(
+    ws: Path, mechanism: str, network: bool
+) -> None:
+    """SIGTERM must reach the command itself, whatever stands between: under bwrap it is sent
+    inside the sandbox (bwrap would die of it and SIGKILL everything at once)."""
+    script = "trap 'echo cleaned; exit 3' TERM; echo ready; while :; do sleep 0.05; done"
+    sandbox = {"sandbox": {"filesystem": "workspace-write", "network": network}}
+    entry = {} if mechanism == "none" else sandbox
+    async with toolkit(ws, mechanism, script, timeout="3s", kill_grace="10s", **entry) as tk:
+        result = await tk.aexecute("t", {})
+    assert result.is_error and result.metadata["timed_out"] is True
+    assert result.content.startswith("ready\ncleaned\n"), result.content
+    assert result.metadata["exit_code"] == 3
+
+
 async def test_a_background_child_does_not_hold_the_call(ws: Path, mechanism: str) -> None:
     pids = ws / "run" / "pids"
     script = f"sleep 300 & echo $! >> {pids}; echo started"
