@@ -131,8 +131,12 @@ class _Tree:
 
     def kill(self) -> None:
         """SIGKILL every descendant, round after round (orphans of the killed are re-parented
-        here), until none is left."""
+        here), until none is left.
+
+        Everything is stopped first: SIGKILLs land one process at a time, and a shell that
+        outlived its child by a moment would otherwise print "Killed" into the call's output."""
         give_up = time.monotonic() + GIVE_UP
+        self.send(signal.SIGSTOP)
         while self.reap() and time.monotonic() < give_up:
             self.send(signal.SIGKILL)
             signal.sigtimedwait([signal.SIGCHLD], 0.05)
