@@ -70,12 +70,28 @@ def descendants(root: int | None = None) -> set[int]:
     return found
 
 
-def _signal_all(pids: set[int], sig: int) -> None:
+def _kill_each(pids: set[int], sig: int) -> None:
     for pid in pids:
         try:  # noqa: SIM105 (contextlib costs ~5 ms of start-up, paid on every call)
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def signal_all(pids: set[int], sig: int) -> None:
+    """Send `sig` to every process in `pids`, as if at once.
+
+    Signals land one process at a time: a shell whose child got its SIGTERM a moment before
+    its own would report "Terminated" into the call's output. So the processes are stopped
+    first and continued once every signal is pending (a pending SIGTERM acts before a
+    continued process runs a single instruction of its own)."""
+    if sig == signal.SIGKILL:
+        _kill_each(pids, signal.SIGSTOP)  # SIGKILL needs no continuing: it acts on the stopped
+        _kill_each(pids, sig)
+        return
+    _kill_each(pids, signal.SIGSTOP)
+    _kill_each(pids, sig)
+    _kill_each(pids, signal.SIGCONT)
 
 
 class _Tree:
@@ -103,7 +119,7 @@ class _Tree:
         """Send `sig` to every descendant not in `skip`; return the descendants found."""
         pids = descendants()
         self.signalled |= pids - {self.main}
-        _signal_all(pids - skip, sig)
+        signal_all(pids - skip, sig)
         return pids
 
     def stop(self, grace: float | None) -> int:
@@ -131,12 +147,8 @@ class _Tree:
 
     def kill(self) -> None:
         """SIGKILL every descendant, round after round (orphans of the killed are re-parented
-        here), until none is left.
-
-        Everything is stopped first: SIGKILLs land one process at a time, and a shell that
-        outlived its child by a moment would otherwise print "Killed" into the call's output."""
+        here), until none is left."""
         give_up = time.monotonic() + GIVE_UP
-        self.send(signal.SIGSTOP)
         while self.reap() and time.monotonic() < give_up:
             self.send(signal.SIGKILL)
             signal.sigtimedwait([signal.SIGCHLD], 0.05)

@@ -230,9 +230,7 @@ class _Child:
         dies of it without passing it on, and its `--die-with-parent` then SIGKILLs them all
         at once, so the command would never get its grace."""
         if self.status is None:
-            for pid in _reaper.descendants(self.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGTERM)
+            _reaper.signal_all(_reaper.descendants(self.pid), signal.SIGTERM)
         else:
             _killpg(self.pid, signal.SIGTERM)
         try:
