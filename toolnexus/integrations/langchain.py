@@ -10,9 +10,9 @@ agent = create_agent(model, middleware=[ToolnexusMiddleware(toolkit)], checkpoin
 Every call goes through `Toolkit.aexecute` (or `execute` on LangChain's sync path), so
 validation, approval, the sandbox, middleware and reload stay ours; LangChain never validates
 the arguments itself (the schema is handed over as a JSON Schema dict). Our results come back as
-`ToolMessage`s: an error result has `status="error"` and text the model reads, images and audio
-are standard content blocks, and the `artifact` carries `structured` and the scalar metadata
-for the application.
+`ToolMessage`s: an error result has `status="error"` and text the model reads, images and other
+files are standard content blocks (audio, which tool messages cannot carry, becomes a note), and
+the `artifact` carries `structured` and the scalar metadata for the application.
 
 Approval. A call a rule marks `ask`, made inside a LangGraph run with a checkpointer, calls
 `langgraph.types.interrupt` with the same value as `HumanInTheLoopMiddleware` in its
@@ -186,12 +186,16 @@ class _CurrentTools:
         of the graph has (the toolkit then answers with its "not found" message, naming the
         closest tools). Other tools' requests pass unchanged."""
         tool = request.tool
-        if tool is not None and not (isinstance(tool, ToolnexusTool) and tool.toolkit is self.toolkit):
+        if tool is not None and not (
+            isinstance(tool, ToolnexusTool) and tool.toolkit is self.toolkit
+        ):
             return request
         name = request.tool_call["name"]
         current = self.by_name().get(name)
         if current is None:
-            current = ToolnexusTool(name=name, args_schema={"type": "object"}, toolkit=self.toolkit)
+            current = ToolnexusTool(
+                name=name, description=name, args_schema={"type": "object"}, toolkit=self.toolkit
+            )
         return request.override(tool=current)
 
     def with_tools(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
@@ -292,7 +296,9 @@ def _approval(
     verdict = toolkit.check(name, arguments)
     if verdict.decision is not Decision.ASK or not _resumable():
         return None, arguments
-    answer = interrupt(_request(name, arguments, call_id, verdict), response_schema=_DECISION_SCHEMA)
+    answer = interrupt(
+        _request(name, arguments, call_id, verdict), response_schema=_DECISION_SCHEMA
+    )
     return _decide(name, arguments, answer)
 
 
@@ -319,9 +325,7 @@ def _request(
     }
 
 
-def _decide(
-    name: str, arguments: dict[str, Any], answer: Any
-) -> tuple[Approver, dict[str, Any]]:
+def _decide(name: str, arguments: dict[str, Any], answer: Any) -> tuple[Approver, dict[str, Any]]:
     """The reviewer's resume value as an approver (and the arguments, edited or not)."""
     if isinstance(answer, Mapping) and "decisions" in answer:  # HumanInTheLoopMiddleware's shape
         decisions = answer["decisions"]
@@ -363,6 +367,8 @@ def _refuse(reason: str) -> Approver:
 
 # -- results -------------------------------------------------------------------------------
 
+_NO_AUDIO = "LangChain tool messages carry text, images and files"
+
 
 def _content(result: Result) -> str | list[str | dict[str, Any]]:
     """The message content: the text (marked as an error for models whose providers drop the
@@ -374,8 +380,9 @@ def _content(result: Result) -> str | list[str | dict[str, Any]]:
     for part in result.parts:
         if isinstance(part, ImagePart):
             blocks.append({"type": "image", "base64": part.base64, "mime_type": part.mime_type})
-        elif isinstance(part, AudioPart):
-            blocks.append({"type": "audio", "base64": part.base64, "mime_type": part.mime_type})
+        elif isinstance(part, AudioPart):  # not a tool-message block type: ToolNode would
+            # turn the whole list into JSON text
+            blocks.append({"type": "text", "text": _part_text(part, _NO_AUDIO)})
         elif isinstance(part, ResourcePart) and part.data is not None:
             kind = "image" if (part.mime_type or "").startswith("image/") else "file"
             blocks.append(_data_block(kind, part))
