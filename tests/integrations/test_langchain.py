@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -461,3 +462,20 @@ def test_import_toolnexus_does_not_import_langchain() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_readme_example_pauses_on_ask_and_resumes(
+    toolkit: Toolkit, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("\n### LangChain and LangGraph\n")
+    (example,) = re.findall(
+        r"```python\n(.*?)```", readme[start : readme.index("\n## ", start)], re.S
+    )
+    target = workspace / "made.txt"
+    model = ScriptedModel(turns=[[call("make", "c1", path=str(target))], "tidy"])
+    namespace: dict[str, Any] = {"model": model, "toolkit": toolkit}
+    exec(compile(example, "README.md", "exec"), namespace)
+    assert capsys.readouterr().out.startswith(f"make {{'path': '{target}'}} ")
+    assert target.exists()
+    assert namespace["state"]["messages"][-1].content == "tidy"
