@@ -37,6 +37,8 @@ from toolnexus.integrations.langchain import (
     toolnexus_tool_node,
 )
 
+from ..conftest import QuietHandler, start_http_server, stop_http_server
+
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "everything.py"
 
 Turn = list[dict[str, Any]] | str | Callable[[list[BaseMessage]], list[dict[str, Any]] | str]
@@ -77,7 +79,7 @@ def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": call_id}
 
 
-def manifest(tmp: Path, http_url: str, extra: str = "") -> str:
+def manifest(http_url: str, extra: str = "") -> str:
     return f"""
 version: 1
 tools:
@@ -118,23 +120,59 @@ class Approvals:
         return self.answer
 
 
+class EchoHandler(QuietHandler):
+    def do_GET(self) -> None:
+        self.send(200, "text/plain", f"echo {self.path}".encode())
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 answering `echo <path>`."""
+    httpd = start_http_server(EchoHandler)
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    stop_http_server(httpd)
+
+
+def _toolkit(folder: Path, http_url: str, approvals: Approvals) -> Toolkit:
+    (folder / "notes.txt").write_text("the notes\n")
+    (folder / "tools.yaml").write_text(manifest(http_url))
+    return create_toolkit(folder / "tools.yaml", builtins=["read"], approver=approvals)
+
+
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, http_url: str
+) -> Iterator[tuple[Toolkit, Approvals]]:
+    """One toolkit (and its MCP server) for the tests that do not change its manifest."""
+    approvals = Approvals(answer=False)
+    with _toolkit(tmp_path_factory.mktemp("toolkit"), http_url, approvals) as toolkit:
+        yield toolkit, approvals
+
+
+@pytest.fixture
+def toolkit(shared: tuple[Toolkit, Approvals]) -> Toolkit:
+    return shared[0]
+
+
+@pytest.fixture
+def approvals(shared: tuple[Toolkit, Approvals]) -> Approvals:
+    approvals = shared[1]
+    approvals.answer, approvals.asked = False, []
+    return approvals
+
+
+@pytest.fixture
+def own_toolkit(workspace: Path, http_url: str) -> Iterator[Toolkit]:
+    """A toolkit of its own, in `workspace`, for tests that rewrite its manifest."""
+    with _toolkit(workspace, http_url, Approvals(answer=False)) as toolkit:
+        yield toolkit
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
+    """A fresh folder for the files a test's calls create (absolute paths)."""
     (tmp_path / "notes.txt").write_text("the notes\n")
     return tmp_path
-
-
-@pytest.fixture
-def approvals() -> Approvals:
-    return Approvals(answer=False)
-
-
-@pytest.fixture
-def toolkit(workspace: Path, http_server: Any, approvals: Approvals) -> Iterator[Toolkit]:
-    path = workspace / "tools.yaml"
-    path.write_text(manifest(workspace, http_server.url))
-    with create_toolkit(path, builtins=["read"], approver=approvals) as toolkit:
-        yield toolkit
 
 
 def agent_of(toolkit: Toolkit, turns: list[Any]) -> tuple[Any, ScriptedModel]:
@@ -354,8 +392,9 @@ def test_images_come_back_as_content_blocks(toolkit: Toolkit) -> None:
 
 
 def test_a_reload_between_two_turns_shows_through(
-    toolkit: Toolkit, workspace: Path, http_server: Any
+    own_toolkit: Toolkit, workspace: Path, http_url: str
 ) -> None:
+    toolkit = own_toolkit
     agent, model = agent_of(
         toolkit,
         [
@@ -371,7 +410,7 @@ def test_a_reload_between_two_turns_shows_through(
     command: [printf, "%s!", "{word}"]
     parameters: {type: object, properties: {word: {type: string}}, required: [word]}
 """
-    text = manifest(workspace, http_server.url, extra)
+    text = manifest(http_url, extra)
     (workspace / "tools.yaml").write_text(text.replace("  - name: nap\n", "  - name: napx\n"))
     assert toolkit.reload().ok
     state = run(agent, ask("two"), "t", "sync")
@@ -387,7 +426,10 @@ def test_a_hand_built_graph_with_the_tool_node(
     toolkit: Toolkit, workspace: Path, mode: str
 ) -> None:
     model = ScriptedModel(
-        turns=[[call("greet", "c1", who="ada"), call("make", "c2", path="made.txt")], "done"]
+        turns=[
+            [call("greet", "c1", who="ada"), call("make", "c2", path=str(workspace / "made.txt"))],
+            "done",
+        ]
     )
 
     def agent_node(state: MessagesState) -> dict[str, Any]:
@@ -416,7 +458,10 @@ def test_a_hand_built_graph_with_the_tool_node(
     assert (workspace / "made.txt").exists()
 
 
-def test_cancelling_the_agent_stops_the_tools_process(toolkit: Toolkit, workspace: Path) -> None:
+def test_cancelling_the_agent_stops_the_tools_process(
+    own_toolkit: Toolkit, workspace: Path
+) -> None:
+    toolkit = own_toolkit
     pid_file = workspace / "pid"
     script = f"echo $$ > {pid_file}; exec sleep 30"
     agent, _ = agent_of(toolkit, [[call("bash_like", "c1")], "never"])
@@ -424,7 +469,7 @@ def test_cancelling_the_agent_stops_the_tools_process(toolkit: Toolkit, workspac
     command: "{script}"
     shell: true
 """
-    (workspace / "tools.yaml").write_text(manifest(workspace, "http://127.0.0.1:9", extra))
+    (workspace / "tools.yaml").write_text(manifest("http://127.0.0.1:9", extra))
     assert toolkit.reload().ok
 
     async def cancelled() -> None:
