@@ -266,6 +266,8 @@ def test_ask_interrupts_the_run_and_approve_resumes_it(
     assert pending.value["args"] == {"path": str(target)}
     assert pending.value["origin"] and "tools.yaml" in pending.value["origin"]
     assert "ask" in pending.value["description"]
+    approve = {"type": "object", "properties": {"type": {"const": "approve"}}, "required": ["type"]}
+    assert approve in pending.response_schema["oneOf"]  # published for clients' forms
     assert not target.exists()
 
     state = run(agent, Command(resume={"type": "approve"}), "t", mode)
@@ -365,6 +367,7 @@ def test_the_model_fixes_an_invalid_call_after_reading_the_error(
     agent, _ = agent_of(toolkit, [[call("greet", "c1", whom="bob")], fix, "done"])
     results = tool_messages(run(agent, ask("greet bob"), "t", mode))
     assert results["c1"].status == "error"
+    assert results["c1"].artifact["metadata"]["call_id"] == "c1"  # the id reached the executor
     assert (results["c2"].status, results["c2"].content) == ("success", "hello bob")
 
 
