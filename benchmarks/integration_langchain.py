@@ -19,11 +19,12 @@ def bench() -> None:
         from langchain_core.tools import StructuredTool
         from langgraph.graph import END, START, MessagesState, StateGraph
         from langgraph.prebuilt import ToolNode
+
+        from toolnexus.integrations.langchain import langchain_tools, toolnexus_tool_node
     except ImportError:
         print("\n(langchain section skipped: pip install -e '.[langchain]')")
         return
     from toolnexus import create_toolkit, tool
-    from toolnexus.integrations.langchain import langchain_tools, toolnexus_tool_node
 
     def plain_add(a: int, b: int) -> int:
         """Add two integers."""
