@@ -326,6 +326,16 @@ def test_two_asks_in_one_turn_are_resumed_by_interrupt_id(
     assert a.exists() and not b.exists()
 
 
+def test_the_plain_tool_list_works_as_create_agent_tools(toolkit: Toolkit, workspace: Path) -> None:
+    target = workspace / "made.txt"
+    model = ScriptedModel(turns=[[call("make", "c1", path=str(target))], "ok"])
+    agent = create_agent(model, tools=langchain_tools(toolkit), checkpointer=InMemorySaver())
+    assert "__interrupt__" in run(agent, ask("make"), "t", "sync")
+    state = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), "t", "sync")
+    assert tool_messages(state)["c1"].status == "success"
+    assert target.exists()
+
+
 def test_outside_a_resumable_run_the_toolkits_approver_decides(
     toolkit: Toolkit, workspace: Path, approvals: Approvals
 ) -> None:
