@@ -1,0 +1,1 @@
+"""Agent framework integrations: optional extras, each a thin module over `Toolkit`."""
