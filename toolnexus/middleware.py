@@ -40,6 +40,7 @@ __all__ = [
     "redact",
     "retry",
     "timeout",
+    "trace",
     "truncate",
 ]
 
@@ -435,6 +436,13 @@ def cache(ttl: float = 60.0, *, max_entries: int = 256) -> Middleware:
     return cache_middleware
 
 
+def trace(*args: Any, **options: Any) -> Middleware:
+    """One OpenTelemetry span per call: see `toolnexus.tracing.trace` (imported on use)."""
+    from .tracing import trace as make
+
+    return make(*args, **options)
+
+
 def _seconds(value: float) -> str:
     return f"{value:g}s" if value >= 1 else f"{value * 1000:g}ms"
 
@@ -448,6 +456,7 @@ BUILTIN_MIDDLEWARE: dict[str, Callable[..., Middleware]] = {
     "redact": redact,
     "retry": retry,
     "timeout": timeout,
+    "trace": trace,
     "truncate": truncate,
 }
 

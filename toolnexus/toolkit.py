@@ -23,6 +23,7 @@ from .errors import UsageError
 from .executor import CallLike, Executor, as_tool_calls
 from .middleware import Middleware
 from .registry import Registry
+from .tracing import carry_context
 
 if TYPE_CHECKING:
     from .build import Builtins
@@ -196,6 +197,7 @@ class Toolkit:
             coro = self.aexecute(
                 name, arguments, call_id=call_id, middleware=middleware, approver=approver
             )
+            coro = carry_context(coro)  # the caller's trace context: spans nest under its own
             try:
                 handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
             except RuntimeError:  # the loop closed since the check above
@@ -241,6 +243,7 @@ class Toolkit:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
         refuse_after_fork(self._fork, coro)  # whichever thread runs the loop stayed behind
+        coro = carry_context(coro)  # the calling thread's trace context goes along
         if self._loop_thread is not None:
             return self._loop_thread.run(coro)
         return run_on(self._loop, coro, self._owner)
@@ -281,7 +284,7 @@ class Toolkit:
         if self._state is not ToolkitState.OPEN:
             return [self._closed_result(c.name, c.id) for c in batch]
         if asyncio.get_running_loop() is not self._loop:
-            coro = self.aexecute_many(batch)
+            coro = carry_context(self.aexecute_many(batch))
             try:
                 handed_many = asyncio.run_coroutine_threadsafe(coro, self._loop)
             except RuntimeError:  # the loop closed since the check above
