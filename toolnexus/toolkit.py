@@ -197,7 +197,6 @@ class Toolkit:
             coro = self.aexecute(
                 name, arguments, call_id=call_id, middleware=middleware, approver=approver
             )
-            coro = carry_context(coro)  # the caller's trace context: spans nest under its own
             try:
                 handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
             except RuntimeError:  # the loop closed since the check above
@@ -243,7 +242,9 @@ class Toolkit:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
         refuse_after_fork(self._fork, coro)  # whichever thread runs the loop stayed behind
-        coro = carry_context(coro)  # the calling thread's trace context goes along
+        # A plain thread's hand-off drops its contextvars (`run_coroutine_threadsafe` keeps
+        # them): the caller's trace context goes along, so spans nest under the agent's.
+        coro = carry_context(coro)
         if self._loop_thread is not None:
             return self._loop_thread.run(coro)
         return run_on(self._loop, coro, self._owner)
@@ -284,7 +285,7 @@ class Toolkit:
         if self._state is not ToolkitState.OPEN:
             return [self._closed_result(c.name, c.id) for c in batch]
         if asyncio.get_running_loop() is not self._loop:
-            coro = carry_context(self.aexecute_many(batch))
+            coro = self.aexecute_many(batch)
             try:
                 handed_many = asyncio.run_coroutine_threadsafe(coro, self._loop)
             except RuntimeError:  # the loop closed since the check above
