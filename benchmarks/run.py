@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -654,3 +655,38 @@ def test_disabled_trace_is_a_plain_pass_through() -> None:
         return await middleware(None, nxt)  # type: ignore[arg-type]
 
     assert anyio.run(main).content == "inner"
+
+
+def test_the_readme_attribute_table_matches_the_spans(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### Tracing (OpenTelemetry)")
+    section = readme[start : readme.index("\n## ", start)]
+    documented = {
+        name
+        for line in section.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([a-z_]+\.[a-z_.]+)`", line.split("|")[1])
+    }
+    manifest = write_manifest(
+        tmp_path,
+        """
+        version: 1
+        middleware: [{trace: {record_arguments: true, record_results: true}}]
+        tools:
+          - name: boom
+            python: mytools:boom
+            approval: {rules: [{decision: allow, when: {text: {prefix: x}}}]}
+        """,
+    )
+    toolkit = create_toolkit(manifest)
+    try:
+        toolkit.execute("boom", {"text": "xyz"})
+    finally:
+        toolkit.close()
+    (span,) = tool_spans(spans)
+    emitted = set(span.attributes or {})
+    source = (REPO / "toolnexus" / "tracing.py").read_text(encoding="utf-8")
+    assert emitted <= documented, emitted - documented
+    assert {name for name in documented if f'"{name}"' not in source} == set()

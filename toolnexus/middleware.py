@@ -25,6 +25,7 @@ from ._suggest import did_you_mean
 from .approval import Decision, Verdict
 from .base import Result, Tool, ToolContext
 from .errors import ConfigError
+from .tracing import trace
 
 __all__ = [
     "BUILTIN_MIDDLEWARE",
@@ -434,13 +435,6 @@ def cache(ttl: float = 60.0, *, max_entries: int = 256) -> Middleware:
         return result
 
     return cache_middleware
-
-
-def trace(*args: Any, **options: Any) -> Middleware:
-    """One OpenTelemetry span per call: see `toolnexus.tracing.trace` (imported on use)."""
-    from .tracing import trace as make
-
-    return make(*args, **options)
 
 
 def _seconds(value: float) -> str:

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import Result
 from .errors import ConfigError
-from .manifest.interpolate import mask_secrets
-from .middleware import SECRET_KEYS, Call, Middleware, Next, _masked, redact_arguments
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from .base import Result
+    from .middleware import Call, Middleware, Next
 
 __all__ = ["TRACER_NAME", "carry_context", "inject_headers", "trace"]
 
@@ -84,6 +84,8 @@ def trace(
     except ImportError as exc:
         raise ConfigError(f"the trace middleware needs opentelemetry-api: {_INSTALL_HINT}") from exc
 
+    from .manifest.interpolate import mask_secrets
+
     fixed = tracer_provider.get_tracer(TRACER_NAME, _version()) if tracer_provider else None
     resolved: list[otel_trace.Tracer | None] = [fixed]
     internal = otel_trace.SpanKind.INTERNAL
@@ -115,7 +117,9 @@ def trace(
 
     async def traced(tracer: otel_trace.Tracer, call: Call, nxt: Next) -> Result:
         span = tracer.start_span(
-            f"execute_tool {call.name}", kind=internal, attributes=_start_attributes(call)
+            f"execute_tool {call.name}",
+            kind=internal,
+            attributes=_start_attributes(call, mask_secrets),
         )
         if record_arguments and span.is_recording():
             span.set_attribute("gen_ai.tool.call.arguments", _arguments_text(call, max_chars))
@@ -130,7 +134,11 @@ def trace(
             if span.is_recording():
                 span.set_attributes(
                     _end_attributes(
-                        call, result, record_results=record_results, max_chars=max_chars
+                        call,
+                        result,
+                        mask_secrets,
+                        record_results=record_results,
+                        max_chars=max_chars,
                     )
                 )
                 if result.is_error:
@@ -147,7 +155,7 @@ def _passthrough(call: Call, nxt: Next) -> Awaitable[Result]:
     return nxt(call)
 
 
-def _start_attributes(call: Call) -> dict[str, Any]:
+def _start_attributes(call: Call, mask_secrets: Callable[[str], str]) -> dict[str, Any]:
     """What is known before the call runs: the conventions' attributes and the decision."""
     tool, verdict = call.tool, call.verdict
     attributes: dict[str, Any] = {
@@ -162,7 +170,7 @@ def _start_attributes(call: Call) -> dict[str, Any]:
         "toolnexus.approval.decision": verdict.decision.value,
     }
     if tool.description:
-        attributes["gen_ai.tool.description"] = tool.description
+        attributes["gen_ai.tool.description"] = mask_secrets(tool.description)
     if verdict.rule:
         attributes["toolnexus.approval.rule"] = mask_secrets(verdict.rule)
     if verdict.origin:
@@ -171,7 +179,12 @@ def _start_attributes(call: Call) -> dict[str, Any]:
 
 
 def _end_attributes(
-    call: Call, result: Result, *, record_results: bool, max_chars: int
+    call: Call,
+    result: Result,
+    mask_secrets: Callable[[str], str],
+    *,
+    record_results: bool,
+    max_chars: int,
 ) -> dict[str, Any]:
     """What the result tells: the error type, the sandbox that ran it, the result if asked."""
     attributes: dict[str, Any] = {}
@@ -194,6 +207,8 @@ def _end_attributes(
 
 
 def _arguments_text(call: Call, max_chars: int) -> str:
+    from .middleware import SECRET_KEYS, _masked, redact_arguments
+
     redacted = _masked(redact_arguments(call.arguments, SECRET_KEYS))
     return json.dumps(redacted, ensure_ascii=False, default=str)[:max_chars]
 
