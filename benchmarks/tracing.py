@@ -36,7 +36,7 @@ def bench() -> None:
     )
     if done.returncode != 0:
         raise SystemExit(f"tracing benchmark failed:\n{done.stderr}")
-    rows: list[Row] = [tuple(row) for row in json.loads(done.stdout)]  # type: ignore[misc]
+    rows: list[Row] = [(str(a), float(b), str(c), str(d)) for a, b, c, d in json.loads(done.stdout)]
     table("Tracing: the `trace` middleware per call (trivial async tool, `aexecute`)", rows)
 
 
