@@ -690,3 +690,49 @@ def test_the_readme_attribute_table_matches_the_spans(
     source = (REPO / "toolnexus" / "tracing.py").read_text(encoding="utf-8")
     assert emitted <= documented, emitted - documented
     assert {name for name in documented if f'"{name}"' not in source} == set()
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_ends_its_span_as_an_error(spans: InMemorySpanExporter) -> None:
+    from toolnexus import acreate_toolkit
+
+    started = anyio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits until cancelled."""
+        started.set()
+        await anyio.sleep(30)
+        return "never"
+
+    toolkit = await acreate_toolkit(extra_tools=[wait], middleware=[trace()])
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(toolkit.aexecute, "wait", {})
+            await started.wait()
+            group.cancel_scope.cancel()
+    finally:
+        await toolkit.aclose()
+    (span,) = tool_spans(spans)
+    assert span.end_time is not None
+    assert span.status.status_code is StatusCode.ERROR
+    assert dict(span.attributes or {})["error.type"] == "CancelledError"
+
+
+def test_without_opentelemetry_installed_trace_is_a_config_error(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, "version: 1\nmiddleware: [trace]\n")
+    out = _run_python(
+        f"""
+        import sys
+        sys.modules["opentelemetry"] = None  # as if opentelemetry-api were not installed
+        from toolnexus import create_toolkit
+        from toolnexus.errors import ToolnexusError
+        try:
+            create_toolkit({str(manifest)!r})
+        except ToolnexusError as exc:
+            print(exc)
+        """
+    )
+    assert "opentelemetry-api" in out
+    assert "toolnexus[otel]" in out
+    assert "tools.yaml:2" in out
