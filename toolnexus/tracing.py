@@ -93,9 +93,7 @@ def trace(
     attach, detach = otel_context.attach, otel_context.detach
     in_context = otel_trace.set_span_in_context
 
-    def tracer_for_call() -> otel_trace.Tracer | None:
-        if resolved[0] is not None:
-            return resolved[0]
+    def global_tracer() -> otel_trace.Tracer | None:
         # The global provider is set once per process and never replaced, so one real
         # provider seen is kept for good. Until then `get_tracer_provider` costs about 1 µs
         # (it reads os.environ each time): the module global it returns is read first.
@@ -110,7 +108,7 @@ def trace(
     def trace_middleware(call: Call, nxt: Next) -> Awaitable[Result]:
         # A plain function: with no tracer it hands back `next`'s awaitable untouched, so the
         # chain gains no coroutine of its own.
-        tracer = tracer_for_call()
+        tracer = resolved[0] or global_tracer()
         if tracer is None:
             return nxt(call)
         return traced(tracer, call, nxt)
