@@ -514,8 +514,12 @@ def test_one_trace_spans_agent_toolkit_and_mcp_server(
     work = [s for s in remote if s["name"] == "server work x"]
     assert len(work) == 1, remote
     assert work[0]["trace_id"] == trace_hex
+    assert work[0]["parent_id"] == parent_hex
     assert work[0]["span_id"] == received["work_span_id"]
-    assert all(s["trace_id"] == trace_hex for s in remote if s["name"].startswith("tools/call"))
+    # ... and so is the span the mcp SDK's server opened for the request.
+    (handler,) = [s for s in remote if s["name"] == "tools/call where"]
+    assert handler["kind"] == "SERVER"
+    assert (handler["trace_id"], handler["parent_id"]) == (trace_hex, parent_hex)
 
 
 @pytest.mark.anyio
