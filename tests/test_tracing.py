@@ -216,6 +216,23 @@ def test_denied_calls_get_error_spans_with_the_rule_and_its_line(
     assert "tools.yaml:16:" in str(asked["toolnexus.approval.origin"])
 
 
+def test_an_approved_ask_keeps_the_rule_that_asked(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    toolkit = create_toolkit(write_manifest(tmp_path, MANIFEST), approver=lambda request: True)
+    try:
+        assert toolkit.execute("careful_add", {"a": 1, "b": 2}).content == "3"
+    finally:
+        toolkit.close()
+    (span,) = tool_spans(spans)
+    attrs = dict(span.attributes or {})
+    assert span.status.status_code is StatusCode.UNSET
+    assert attrs["toolnexus.approval.decision"] == "allow"
+    assert attrs["toolnexus.approval.rule"] == "approval: ask"
+    assert "tools.yaml:16:" in str(attrs["toolnexus.approval.origin"])
+    assert "error.type" not in attrs
+
+
 def test_failed_call_gets_an_error_span(tmp_path: Path, spans: InMemorySpanExporter) -> None:
     toolkit = create_toolkit(write_manifest(tmp_path, MANIFEST))
     try:
