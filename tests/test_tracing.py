@@ -8,12 +8,14 @@ against 127.0.0.1, MCP servers as subprocesses over stdio.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -262,11 +264,13 @@ def test_a_timeout_inside_is_an_error_span(tmp_path: Path, spans: InMemorySpanEx
         extra_tools=[slow], middleware=[trace(), from_config("timeout", "50ms")]
     )
     try:
-        result = toolkit.execute("slow", {})
+        with agent_tracer().start_as_current_span("agent turn") as agent:  # carried across
+            result = toolkit.execute("slow", {})
     finally:
         toolkit.close()
     assert result.metadata["error_type"] == "ToolTimeout"
     (span,) = tool_spans(spans)
+    assert parent_id(span) == agent.get_span_context().span_id
     assert dict(span.attributes or {})["error.type"] == "ToolTimeout"
     assert span.status.status_code is StatusCode.ERROR
 
@@ -757,3 +761,26 @@ def test_without_opentelemetry_installed_trace_is_a_config_error(tmp_path: Path)
     assert "opentelemetry-api" in out
     assert "toolnexus[otel]" in out
     assert "tools.yaml:2" in out
+
+
+def test_a_refused_sync_call_inside_a_span_leaves_no_unawaited_coroutine(
+    spans: InMemorySpanExporter,
+) -> None:
+    holder: list[Any] = []
+
+    @tool
+    async def reenter() -> str:
+        """Calls the sync API from the toolkit's own loop: refused."""
+        return holder[0].execute("reenter", {}).content
+
+    toolkit = create_toolkit(extra_tools=[reenter], middleware=[trace()])
+    holder.append(toolkit)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = toolkit.execute("reenter", {})
+            gc.collect()
+    finally:
+        toolkit.close()
+    assert "called from the event loop that runs the toolkit" in result.content
+    assert [str(w.message) for w in caught] == []

@@ -23,9 +23,10 @@ that and calls on (well under a microsecond).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
@@ -244,9 +245,10 @@ def inject_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def carry_context(coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
     """`coro`, made to run in the caller's OpenTelemetry context wherever it is scheduled.
 
-    For the hand-off to the toolkit's loop thread: a task there starts from that thread's
-    context, so a call's span would lose the agent's span as its parent. Returns `coro` itself
-    when opentelemetry is not loaded or no span is current.
+    For the sync API's hand-off to the toolkit's loop thread: a task there starts from that
+    thread's context, so a call's span would lose the agent's span as its parent (an async
+    caller's `run_coroutine_threadsafe` keeps it without help). Returns `coro` itself when
+    opentelemetry is not loaded or no trace context is current.
     """
     if "opentelemetry.context" not in sys.modules:
         return coro
@@ -255,14 +257,52 @@ def carry_context(coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
     current = context.get_current()
     if not current:
         return coro
-    return _attached(coro, current)
+    return _Carried(coro, current)
 
 
-async def _attached(coro: Coroutine[Any, Any, T], ctx: Any) -> T:
-    from opentelemetry import context
+class _Carried(Coroutine[Any, Any, T]):
+    """`coro` stepped in its own copy of the running task's context, with a trace context
+    attached to it before the first step.
 
-    token = context.attach(ctx)
-    try:
-        return await coro
-    finally:
-        context.detach(token)
+    A class rather than an `async def` wrapper so that closing it closes `coro` even when it
+    never started (a refused hand-off closes what it was given: no "never awaited" warning).
+    """
+
+    __slots__ = ("_context", "_coro", "_trace")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], trace_context: Any) -> None:
+        self._coro = coro
+        self._trace = trace_context
+        self._context: contextvars.Context | None = None
+
+    def _step(self, method: Callable[..., Any], *args: Any) -> Any:
+        if self._context is None:
+            from opentelemetry import context
+
+            self._context = contextvars.copy_context()
+            self._context.run(context.attach, self._trace)
+        return self._context.run(method, *args)
+
+    def send(self, value: Any) -> Any:
+        return self._step(self._coro.send, value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        exc = typ if val is None else val
+        if tb is not None:
+            exc = exc.with_traceback(tb)
+        return self._step(self._coro.throw, exc)
+
+    def close(self) -> None:
+        if self._context is None:
+            self._coro.close()
+        else:
+            self._context.run(self._coro.close)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self  # type: ignore[return-value]  # an iterator with send/throw, as `await` wants
+
+    def __iter__(self) -> _Carried[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
