@@ -71,6 +71,7 @@ def trace(
         record_results: record the result text the model reads as `gen_ai.tool.call.result`,
             masked the same way. Off by default for the same reason.
         max_chars: longest recorded arguments, result or error text; longer ones are cut.
+        tracer_provider: where the spans go instead of the global provider (Python only).
 
     Raises:
         ConfigError: opentelemetry-api is not installed, or `max_chars` is below 1.
