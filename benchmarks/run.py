@@ -1237,6 +1237,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "reload": bench_reload,
     "shell": bench_shell,
     "langchain": lambda: __import__("integration_langchain").bench(),
+    "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
 }
 
 

@@ -110,7 +110,8 @@ def test_the_manifest_schema_comment_names_the_shipped_schema() -> None:
 def _middleware_rows() -> list[tuple[str, str]]:
     """(YAML form, Python form) of each row of the Middleware table."""
     out = []
-    for yaml_cell, python_cell, _ in _table_rows(_section("Middleware")):
+    own_table = _section("Middleware").split("\n### ")[0]  # not its subsections' tables
+    for yaml_cell, python_cell, _ in _table_rows(own_table):
         forms = re.findall(r"`([^`]+)`", yaml_cell)
         pythons = re.findall(r"`([^`]+)`", python_cell) or [""] * len(forms)
         out += list(zip(forms, pythons, strict=True))

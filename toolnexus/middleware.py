@@ -25,6 +25,7 @@ from ._suggest import did_you_mean
 from .approval import Decision, Verdict
 from .base import Result, Tool, ToolContext
 from .errors import ConfigError
+from .tracing import trace
 
 __all__ = [
     "BUILTIN_MIDDLEWARE",
@@ -40,6 +41,7 @@ __all__ = [
     "redact",
     "retry",
     "timeout",
+    "trace",
     "truncate",
 ]
 
@@ -448,6 +450,7 @@ BUILTIN_MIDDLEWARE: dict[str, Callable[..., Middleware]] = {
     "redact": redact,
     "retry": retry,
     "timeout": timeout,
+    "trace": trace,
     "truncate": truncate,
 }
 

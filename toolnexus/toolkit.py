@@ -23,6 +23,7 @@ from .errors import UsageError
 from .executor import CallLike, Executor, as_tool_calls
 from .middleware import Middleware
 from .registry import Registry
+from .tracing import carry_context
 
 if TYPE_CHECKING:
     from .build import Builtins
@@ -241,6 +242,9 @@ class Toolkit:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the toolkit's loop from a plain thread and wait for it."""
         refuse_after_fork(self._fork, coro)  # whichever thread runs the loop stayed behind
+        # A plain thread's hand-off drops its contextvars (`run_coroutine_threadsafe` keeps
+        # them): the caller's trace context goes along, so spans nest under the agent's.
+        coro = carry_context(coro)
         if self._loop_thread is not None:
             return self._loop_thread.run(coro)
         return run_on(self._loop, coro, self._owner)

@@ -121,7 +121,7 @@ def test_all_problems_of_a_file_are_reported_at_once(write: Write) -> None:
             3,
             "middleware[0]",
             "expected one of timeout, truncate, retry, rate_limit, audit, redact, allow, deny, "
-            "cache; got 'retyr'; did you mean 'retry'?",
+            "cache, trace; got 'retyr'; did you mean 'retry'?",
         ),
         (5, "tools[0].name", "expected 1 to 64 letters, digits, _ or -; got 'bad name'"),
         (7, "tools[0].timout", "unknown key 'timout' in tools[0]; did you mean 'timeout'?"),

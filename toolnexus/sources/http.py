@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError
 from ..manifest.interpolate import mask_secrets
+from ..tracing import inject_headers
 from . import BuildContext
 from ._template import ABSENT, Parameters, Template, head_tail, label, parse_template
 
@@ -219,7 +220,7 @@ class Endpoint:
 
         args = self.parameters.with_defaults(arguments)
         url = self._url(args)
-        headers = self._headers(args)
+        headers = inject_headers(self._headers(args))  # W3C traceparent, when tracing
         timeout = self.timeout
         remaining = ctx.remaining()
         if remaining is not None:
