@@ -1,0 +1,229 @@
+"""Ranking tools for a query: BM25F over names, descriptions and parameters, and a regex mode.
+
+Why BM25F rather than plain BM25 over one text: a word in a tool's *name* says far more about
+what the tool does than the same word deep in a long description, and GitHub-sized tool sets
+have descriptions of very different lengths. Each field gets its own weight and its own length
+normalisation (Robertson and Zaragoza's BM25F). Names are split into words first (`getRepo`,
+`repos_list-for_org`, `repos/get` all become words), and words are reduced to a light stem
+(plurals, `-ing`, `-ed`) so that "starring repositories" finds `star-repo...`. The benchmark
+(`benchmarks/tool_search.py`) measures this against plain BM25 on the same queries.
+
+The index is built once per set of tools (a generation's deferred tools) and is read-only
+afterwards, so concurrent searches need no lock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base import Tool
+from ..errors import ConfigError
+
+__all__ = [
+    "FIELD_WEIGHTS",
+    "MAX_PATTERN",
+    "SearchIndex",
+    "check_pattern",
+    "short_description",
+    "stem",
+    "words",
+]
+
+FIELD_WEIGHTS: Mapping[str, float] = {"name": 3.0, "description": 1.0, "parameters": 0.6}
+"""How much a word found in each field counts, relative to the description."""
+
+MAX_PATTERN = 200
+"""Longest regex accepted (Anthropic's regex tool search has the same limit)."""
+
+_K1 = 1.2
+_B = {"name": 0.3, "description": 0.75, "parameters": 0.5}
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by can for from how i in into is it its me my of on or our please "
+    "that the their them this to up use using want we what when which with you your".split()
+)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of `text`, camelCase and snake/kebab/slash names split, stop words
+    dropped: `listReposForOrg` -> `list repos org`."""
+    out: list[str] = []
+    for chunk in re.split(r"[^A-Za-z0-9]+", text):
+        for piece in _WORD.findall(chunk):
+            word = piece.lower()
+            if word not in _STOP:
+                out.append(word)
+    return out
+
+
+def stem(word: str) -> str:
+    """A light English stem: enough to meet `repositories`/`repository`, `starring`/`star`,
+    `deleted`/`delete` on the same token, cheap enough for every word of 1,200 tools."""
+    if len(word) <= 3:
+        return word
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)] + keep
+            break
+    else:
+        if word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+        word = word[:-1]  # starr -> star, committ -> commit
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]  # delete -> delet, meets deleted -> delet
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The index terms of `text`: its words, stemmed."""
+    return [stem(w) for w in words(text)]
+
+
+def short_description(text: str, limit: int = 160) -> str:
+    """The first sentence (or line) of a description, at most `limit` characters: what a
+    search result shows, and what regex mode searches (short texts keep a regex bounded)."""
+    text = text.strip()
+    cut = re.search(r"(?<=[.!?])\s|\n", text)
+    first = text[: cut.start()] if cut else text
+    return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+
+
+def parameter_text(schema: Mapping[str, Any]) -> str:
+    """The parameter names of an object schema (one level), for the `parameters` field."""
+    props = schema.get("properties")
+    return " ".join(props) if isinstance(props, Mapping) else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    name: str
+    score: float
+
+
+@dataclass(kw_only=True)
+class SearchIndex:
+    """BM25F over the given tools (see the module docstring)."""
+
+    tools: Sequence[Tool]
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(FIELD_WEIGHTS))
+    split_names: bool = True
+    """Split names into words (False: a name is one token, as plain BM25 would see it)."""
+    _postings: dict[str, list[tuple[int, float]]] = field(default_factory=dict, init=False)
+    _texts: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        fields = [self._fields(t) for t in self.tools]
+        averages = {
+            f: (sum(len(doc[f]) for doc in fields) / len(fields)) or 1.0 for f in FIELD_WEIGHTS
+        } if fields else {}
+        frequency: dict[str, list[tuple[int, float]]] = {}
+        for i, doc in enumerate(fields):
+            weighted: Counter[str] = Counter()
+            for f, toks in doc.items():
+                weight = self.weights.get(f, 0.0)
+                if not weight or not toks:
+                    continue
+                norm = 1.0 - _B[f] + _B[f] * len(toks) / averages[f]
+                for term, count in Counter(toks).items():
+                    weighted[term] += weight * count / norm
+            for term, tf in weighted.items():
+                frequency.setdefault(term, []).append((i, tf))
+        n = len(fields)
+        for term, posting in frequency.items():
+            idf = math.log(1.0 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            self._postings[term] = [(i, idf * tf / (_K1 + tf)) for i, tf in posting]
+        self._texts = [f"{t.name}\n{short_description(t.description)}" for t in self.tools]
+
+    def _fields(self, t: Tool) -> dict[str, list[str]]:
+        name = terms(t.name) if self.split_names else [t.name.lower()]
+        return {
+            "name": name,
+            "description": terms(t.description),
+            "parameters": terms(parameter_text(t.parameters)),
+        }
+
+    def search(self, query: str, limit: int = 5) -> list[Hit]:
+        """The best `limit` tools for the keywords in `query`, best first; ties by name."""
+        scores: dict[int, float] = {}
+        for term in dict.fromkeys(terms(query)):
+            for i, score in self._postings.get(term, ()):
+                scores[i] = scores.get(i, 0.0) + score
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self.tools[kv[0]].name))
+        return [Hit(name=self.tools[i].name, score=s) for i, s in ranked[:limit]]
+
+    def search_regex(self, pattern: str, limit: int = 5) -> list[Hit]:
+        """Tools whose name or short description matches `pattern` (case-insensitive), names
+        first.
+
+        Raises:
+            ConfigError: the pattern is invalid or refused (see `check_pattern`).
+        """
+        compiled = check_pattern(pattern)
+        named: list[Hit] = []
+        described: list[Hit] = []
+        for t, text in zip(self.tools, self._texts, strict=True):
+            if compiled.search(t.name):
+                named.append(Hit(name=t.name, score=2.0))
+            elif compiled.search(text):
+                described.append(Hit(name=t.name, score=1.0))
+        return [*named, *described][:limit]
+
+
+def check_pattern(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled, case-insensitive.
+
+    Python's `re` has no time limit, so a pattern that can backtrack exponentially (a repeat
+    inside a repeat, `(a+)+`, or a backreference) is refused before it runs; together with the
+    length limit that keeps a search over a few thousand short texts bounded.
+
+    Raises:
+        ConfigError: invalid, too long, or of a kind that can take exponential time.
+    """
+    if len(pattern) > MAX_PATTERN:
+        raise ConfigError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN}")
+    try:
+        compiled = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise ConfigError(f"not a valid regular expression: {exc}") from None
+    from re import _parser  # the parsed form is the only way to see nesting reliably
+
+    if _risky(_parser.parse(pattern).data, inside_repeat=False):
+        raise ConfigError(
+            "a repeat inside a repeat (such as (a+)+) or a backreference can take exponential "
+            "time; write the pattern without nesting, e.g. a+ instead of (a+)+"
+        )
+    return compiled
+
+
+def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
+    from re import _constants as c
+
+    for op, value in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            low, high, body = value
+            unbounded = high is c.MAXREPEAT or high > 1
+            if unbounded and inside_repeat and op is not c.POSSESSIVE_REPEAT:
+                return True
+            if _risky(body, inside_repeat=inside_repeat or unbounded):
+                return True
+        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+            return True
+        elif op is c.SUBPATTERN:
+            if _risky(value[-1], inside_repeat=inside_repeat):
+                return True
+        elif op is c.BRANCH:
+            if any(_risky(branch, inside_repeat=inside_repeat) for branch in value[1]):
+                return True
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            if _risky(value[1], inside_repeat=inside_repeat):
+                return True
+        elif op is c.ATOMIC_GROUP:
+            if _risky(value, inside_repeat=False):
+                return True
+    return False
