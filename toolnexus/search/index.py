@@ -14,6 +14,7 @@ afterwards, so concurrent searches need no lock.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections import Counter
@@ -44,8 +45,50 @@ _K1 = 1.2
 _B = {"name": 0.3, "description": 0.75, "parameters": 0.5}
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _STOP = frozenset(
-    "a an and are as at be by can for from how i in into is it its me my of on or our please "
-    "that the their them this to up use using want we what when which with you your".split()
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "that",
+        "the",
+        "their",
+        "them",
+        "this",
+        "to",
+        "up",
+        "use",
+        "using",
+        "want",
+        "we",
+        "what",
+        "when",
+        "which",
+        "with",
+        "you",
+        "your",
+    )
 )
 
 
@@ -119,19 +162,21 @@ class SearchIndex:
 
     def __post_init__(self) -> None:
         fields = [self._fields(t) for t in self.tools]
-        averages = {
-            f: (sum(len(doc[f]) for doc in fields) / len(fields)) or 1.0 for f in FIELD_WEIGHTS
-        } if fields else {}
+        averages = (
+            {f: (sum(len(doc[f]) for doc in fields) / len(fields)) or 1.0 for f in FIELD_WEIGHTS}
+            if fields
+            else {}
+        )
         frequency: dict[str, list[tuple[int, float]]] = {}
         for i, doc in enumerate(fields):
-            weighted: Counter[str] = Counter()
+            weighted: dict[str, float] = {}
             for f, toks in doc.items():
                 weight = self.weights.get(f, 0.0)
                 if not weight or not toks:
                     continue
                 norm = 1.0 - _B[f] + _B[f] * len(toks) / averages[f]
                 for term, count in Counter(toks).items():
-                    weighted[term] += weight * count / norm
+                    weighted[term] = weighted.get(term, 0.0) + weight * count / norm
             for term, tf in weighted.items():
                 frequency.setdefault(term, []).append((i, tf))
         n = len(fields)
@@ -191,9 +236,9 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
         compiled = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
         raise ConfigError(f"not a valid regular expression: {exc}") from None
-    from re import _parser  # the parsed form is the only way to see nesting reliably
-
-    if _risky(_parser.parse(pattern).data, inside_repeat=False):
+    # The parsed form (private to `re`, stable since 3.11) is the one reliable view of nesting.
+    parser: Any = importlib.import_module("re._parser")
+    if _risky(parser.parse(pattern).data, inside_repeat=False):
         raise ConfigError(
             "a repeat inside a repeat (such as (a+)+) or a backreference can take exponential "
             "time; write the pattern without nesting, e.g. a+ instead of (a+)+"
@@ -202,11 +247,11 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
-    from re import _constants as c
+    c: Any = importlib.import_module("re._constants")
 
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            low, high, body = value
+            _low, high, body = value
             unbounded = high is c.MAXREPEAT or high > 1
             if unbounded and inside_repeat and op is not c.POSSESSIVE_REPEAT:
                 return True
@@ -223,7 +268,6 @@ def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
         elif op in (c.ASSERT, c.ASSERT_NOT):
             if _risky(value[1], inside_repeat=inside_repeat):
                 return True
-        elif op is c.ATOMIC_GROUP:
-            if _risky(value, inside_repeat=False):
-                return True
+        elif op is c.ATOMIC_GROUP and _risky(value, inside_repeat=False):
+            return True
     return False

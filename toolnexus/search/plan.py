@@ -194,9 +194,8 @@ def _deferred(tools: Sequence[Tool], settings: ToolSearchSettings | None) -> set
         if named(t, always):
             continue
         own = t.meta.get("defer")
-        if own is True or (settings is not None and named(t, settings.defer)):
-            out.add(t.name)
-        elif over and own is not False:
+        chosen = own is True or (settings is not None and named(t, settings.defer))
+        if chosen or (over and own is not False):
             out.add(t.name)
     return out
 

@@ -124,8 +124,10 @@ def found(query: str, tools: Sequence[Tool]) -> Result:
             metadata={SEARCH_METADATA: []},
         )
     entries = [{"name": t.name, "description": short_description(t.description)} for t in tools]
-    lines = [f"- {e['name']}: {e['description']}" if e["description"] else f"- {e['name']}"
-             for e in entries]
+    lines = [
+        f"- {e['name']}: {e['description']}" if e["description"] else f"- {e['name']}"
+        for e in entries
+    ]
     text = f"{len(tools)} tool(s) found; you can call them now:\n" + "\n".join(lines)
     return Result(
         content=text,
