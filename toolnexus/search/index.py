@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +41,12 @@ FIELD_WEIGHTS: Mapping[str, float] = {"name": 3.0, "description": 1.0, "paramete
 
 MAX_PATTERN = 200
 """Longest regex accepted (Anthropic's regex tool search has the same limit)."""
+
+MAX_REPEATS = 3
+"""Most open-ended repeats (`*`, `+`, `{n,}`) a regex may have."""
+
+REGEX_BUDGET = 0.25
+"""Seconds a regex search may take; past it, the tools searched so far are answered."""
 
 _K1 = 1.2
 _B = {"name": 0.3, "description": 0.75, "parameters": 0.5}
@@ -202,9 +209,11 @@ class SearchIndex:
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self.tools[kv[0]].name))
         return [Hit(name=self.tools[i].name, score=s) for i, s in ranked[:limit]]
 
-    def search_regex(self, pattern: str, limit: int = 5) -> list[Hit]:
+    def search_regex(
+        self, pattern: str, limit: int = 5, *, budget: float = REGEX_BUDGET
+    ) -> tuple[list[Hit], bool]:
         """Tools whose name or short description matches `pattern` (case-insensitive), names
-        first.
+        first; and whether every tool was searched (False: `budget` seconds ran out first).
 
         Raises:
             ConfigError: the pattern is invalid or refused (see `check_pattern`).
@@ -212,20 +221,25 @@ class SearchIndex:
         compiled = check_pattern(pattern)
         named: list[Hit] = []
         described: list[Hit] = []
+        deadline = time.monotonic() + budget
         for t, text in zip(self.tools, self._texts, strict=True):
             if compiled.search(t.name):
                 named.append(Hit(name=t.name, score=2.0))
             elif compiled.search(text):
                 described.append(Hit(name=t.name, score=1.0))
-        return [*named, *described][:limit]
+            if len(named) >= limit or time.monotonic() > deadline:
+                return [*named, *described][:limit], len(named) >= limit
+        return [*named, *described][:limit], True
 
 
 def check_pattern(pattern: str) -> re.Pattern[str]:
     """`pattern` compiled, case-insensitive.
 
     Python's `re` has no time limit, so a pattern that can backtrack exponentially (a repeat
-    inside a repeat, `(a+)+`, or a backreference) is refused before it runs; together with the
-    length limit that keeps a search over a few thousand short texts bounded.
+    or alternatives inside a repeat, `(a+)+`, `(a|aa)+`, or a backreference) is refused before
+    it runs. What remains is at worst polynomial in the text, and regex mode searches only
+    names and first sentences (at most 160 characters): a search stays bounded, though a
+    pattern such as `.*.*.*x` can still make one slow.
 
     Raises:
         ConfigError: invalid, too long, or of a kind that can take exponential time.
@@ -238,31 +252,60 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
         raise ConfigError(f"not a valid regular expression: {exc}") from None
     # The parsed form (private to `re`, stable since 3.11) is the one reliable view of nesting.
     parser: Any = importlib.import_module("re._parser")
-    if _risky(parser.parse(pattern).data, inside_repeat=False):
+    items = parser.parse(pattern).data
+    repeats = _unbounded_repeats(items)
+    if repeats > MAX_REPEATS:
         raise ConfigError(
-            "a repeat inside a repeat (such as (a+)+) or a backreference can take exponential "
-            "time; write the pattern without nesting, e.g. a+ instead of (a+)+"
+            f"the pattern has {repeats} open-ended repeats (*, +, {{n,}}); at most {MAX_REPEATS}, "
+            "since each one multiplies the time a search can take"
+        )
+    if _risky(items, inside_repeat=False):
+        raise ConfigError(
+            "a repeat inside a repeat (such as (a+)+), alternatives inside a repeat (such as "
+            "(a|aa)+), two open repeats in a row (.*.*) or a backreference can take exponential "
+            "time; write the pattern without them, e.g. a+ instead of (a+)+"
         )
     return compiled
+
+
+def _unbounded_repeats(items: Iterable[Any]) -> int:
+    c: Any = importlib.import_module("re._constants")
+    count = 0
+    for op, value in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            count += (value[1] is c.MAXREPEAT) + _unbounded_repeats(value[2])
+        elif op is c.SUBPATTERN:
+            count += _unbounded_repeats(value[-1])
+        elif op is c.BRANCH:
+            count += sum(_unbounded_repeats(branch) for branch in value[1])
+    return count
 
 
 def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
     c: Any = importlib.import_module("re._constants")
 
+    previous_open = False
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
             _low, high, body = value
             unbounded = high is c.MAXREPEAT or high > 1
             if unbounded and inside_repeat and op is not c.POSSESSIVE_REPEAT:
                 return True
+            if high is c.MAXREPEAT and previous_open and op is not c.POSSESSIVE_REPEAT:
+                return True  # .*.* or a+a+: two open repeats competing for the same text
+            previous_open = high is c.MAXREPEAT
             if _risky(body, inside_repeat=inside_repeat or unbounded):
                 return True
-        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+            continue
+        previous_open = False
+        if op in (c.GROUPREF, c.GROUPREF_EXISTS):
             return True
         elif op is c.SUBPATTERN:
             if _risky(value[-1], inside_repeat=inside_repeat):
                 return True
         elif op is c.BRANCH:
+            if inside_repeat:
+                return True  # overlapping branches, (a|aa)+, backtrack like nested repeats
             if any(_risky(branch, inside_repeat=inside_repeat) for branch in value[1]):
                 return True
         elif op in (c.ASSERT, c.ASSERT_NOT):

@@ -88,16 +88,25 @@ def search_tool(deferred: Sequence[Tool], *, limit: int = 5) -> Tool:
         query: str = arguments["query"]
         mode: str = arguments.get("mode", "keywords")
         count: int = arguments.get("limit", limit)
+        complete = True
         if mode == "regex":
             try:
-                hits = index.get().search_regex(query, count)
+                hits, complete = index.get().search_regex(query, count)
             except ConfigError as exc:
                 return Result.error(
                     f"argument 'query' (mode regex): {exc.message}", error_type="InvalidArguments"
                 )
         else:
             hits = index.get().search(query, count)
-        return found(query, [by_name[h.name] for h in hits])
+        result = found(query, [by_name[h.name] for h in hits])
+        if complete:
+            return result
+        note = "\n(The pattern is slow: only part of the tools were searched. Simplify it.)"
+        return Result(
+            content=result.content + note,
+            structured=result.structured,
+            metadata={**result.metadata, "partial": True},
+        )
 
     return Tool(
         name=SEARCH_TOOL,
