@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
