@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "tool_search": lambda: __import__("tool_search").bench_tool_search(),
 }
 
 
