@@ -132,14 +132,14 @@ def _fetch() -> str:
     if SPEC.exists():
         return "cached"
     CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        import httpx
+    import httpx
 
+    try:
         response = httpx.get(URL, timeout=60.0, follow_redirects=True)
         response.raise_for_status()
         SPEC.write_bytes(response.content)
         return "github"
-    except Exception as exc:  # a benchmark's set-up: any failure means "try the next source"
+    except (OSError, httpx.HTTPError) as exc:  # no network here: try the next source
         print(f"(fetching {URL} failed: {exc}; trying npm's @octokit/openapi)")
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -157,8 +157,8 @@ def _fetch() -> str:
                     return ""
                 SPEC.write_bytes(member.read())
             return "npm"
-        except Exception as exc:
-            print(f"(npm pack @octokit/openapi failed too: {exc}; using a generated description)")
+        except (OSError, subprocess.SubprocessError, ValueError, tarfile.TarError, KeyError) as exc:
+            print(f"(npm pack @octokit/openapi failed too: {exc}; using a generated one)")
             return ""
 
 
