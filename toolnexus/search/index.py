@@ -147,13 +147,7 @@ _STOP = frozenset(
 def words(text: str) -> list[str]:
     """Lower-case words of `text`, camelCase and snake/kebab/slash names split, stop words
     dropped: `listReposForOrg` -> `list repos org`."""
-    out: list[str] = []
-    for chunk in re.split(r"[^A-Za-z0-9]+", text):
-        for piece in _WORD.findall(chunk):
-            word = piece.lower()
-            if word not in _STOP:
-                out.append(word)
-    return out
+    return [w for w in map(str.lower, _WORD.findall(text)) if w not in _STOP]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -179,13 +173,14 @@ def stem(word: str) -> str:
 def terms(text: str, *, stemming: bool = True) -> list[str]:
     """The index terms of `text`: its words, stemmed and abbreviated as API names are
     (`repositories` -> `repo`), unless `stemming` is off (exact words only)."""
-    if not stemming:
-        return words(text)
-    out = []
-    for w in words(text):
-        s = stem(w)
-        out.append(_CANONICAL.get(s, s))
-    return out
+    found = words(text)
+    return [_term(w) for w in found] if stemming else found
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _term(word: str) -> str:
+    stemmed = stem(word)
+    return _CANONICAL.get(stemmed, stemmed)
 
 
 def short_description(text: str, limit: int = 160) -> str:
@@ -236,9 +231,10 @@ class SearchIndex:
                 weight = self.weights.get(f, 0.0)
                 if not weight or not toks:
                     continue
-                norm = 1.0 - _B[f] + _B[f] * len(toks) / averages[f]
+                factor = weight / (1.0 - _B[f] + _B[f] * len(toks) / averages[f])
+                get = weighted.get
                 for term, count in Counter(toks).items():
-                    weighted[term] = weighted.get(term, 0.0) + weight * count / norm
+                    weighted[term] = get(term, 0.0) + count * factor
             for term, tf in weighted.items():
                 frequency.setdefault(term, []).append((i, tf))
         n = len(fields)
