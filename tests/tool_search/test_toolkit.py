@@ -268,3 +268,18 @@ def test_an_mcp_refresh_keeps_deferral(tmp_path: Path) -> None:
         assert "sprout" in deferred(toolkit)
         found = toolkit.execute("tool_search", {"query": "^sprout$", "mode": "regex"})
         assert found.metadata["tool_search"] == ["sprout"]
+
+
+def test_tools_the_permissions_hide_are_never_found(tmp_path: Path) -> None:
+    path = manifest(
+        tmp_path,
+        "permissions:\n  deny: [drop_database]\ntool_search: {}\ntools:\n"
+        + shell("drop_database", "Drop the database.")
+        + shell("backup_database", "Back up the database."),
+    )
+    with create_toolkit(path) as toolkit:
+        found = toolkit.execute("tool_search", {"query": "database"})
+        assert found.metadata["tool_search"] == ["backup_database"]
+        assert "drop_database" not in found.content
+        search = toolkit.get("tool_search")
+        assert search is not None and "Search the 1 more tools" in search.description
