@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import httpx
 
     from .manifest import Manifest, ServerDecl, ToolDecl
+    from .search.plan import ToolSearchSettings
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
@@ -474,7 +475,9 @@ def _where(decl: Any, sub_field: str) -> str:
 # -- tool search ---------------------------------------------------------------------------------
 
 
-def _search_settings(options: ToolkitOptions, manifest: Manifest | None) -> Any:
+def _search_settings(
+    options: ToolkitOptions, manifest: Manifest | None
+) -> ToolSearchSettings | None:
     """`create_toolkit(tool_search=...)` if given, else the manifest's block (located errors)."""
     if options.tool_search is not None:
         try:
@@ -495,8 +498,12 @@ def _search_settings(options: ToolkitOptions, manifest: Manifest | None) -> Any:
 
 
 def _with_search(
-    tools: list[Tool], settings: Any, permissions: Any, manifest: Manifest | None
+    tools: list[Tool],
+    settings: ToolSearchSettings | None,
+    permissions: Any,
+    manifest: Manifest | None,
 ) -> list[Tool]:
+    """`tools` with deferral applied and `tool_search` added (see `toolnexus.search.plan`)."""
     from .manifest import issue_at
 
     hidden = {t.name for t in tools if is_hidden(permissions, t)}
