@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp
 import pytest
 from mcp import StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
 
 from toolnexus import acreate_toolkit, tool
-from toolnexus.serve import build_server
+from toolnexus.serve import build_server, http_app
 
 WAIT = 30.0
 STARTUP = 60.0
@@ -138,3 +140,28 @@ async def test_stdio_serve_of_a_manifest_with_tool_search(tmp_path: Path) -> Non
             assert await names(client) == ["ping", "rotate_keys", "tool_search"]
             done = await client.call_tool("rotate_keys", {})
             assert done.content[0].text.strip() == "rotated"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_streamable_http_sessions_keep_their_own_loaded_tools() -> None:
+    """`http_app` in process: each streamable HTTP session (handshake era) has its own state."""
+    async with await acreate_toolkit(
+        extra_tools=[forecast, star_repo, hello], tool_search={"always": ["hello"]}
+    ) as toolkit:
+        app = http_app(toolkit)
+        transport = httpx2.ASGITransport(app)
+        base = "http://127.0.0.1:8000"
+        with anyio.fail_after(WAIT):
+            async with (
+                app.router.lifespan_context(app),
+                httpx2.AsyncClient(transport=transport, base_url=base) as http,
+            ):
+                one = streamable_http_client(f"{base}/mcp", http_client=http)
+                two = streamable_http_client(f"{base}/mcp", http_client=http)
+                async with (
+                    mcp.Client(one, mode="legacy") as first,
+                    mcp.Client(two, mode="legacy") as second,
+                ):
+                    await first.call_tool("tool_search", {"query": "weather forecast"})
+                    assert await names(first) == ["forecast", "hello", "tool_search"]
+                    assert await names(second) == ["hello", "tool_search"]
