@@ -1238,6 +1238,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "shell": bench_shell,
     "langchain": lambda: __import__("integration_langchain").bench(),
     "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
+    "tool_search": lambda: __import__("tool_search").bench_tool_search(),
 }
 
 

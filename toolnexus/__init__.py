@@ -107,6 +107,10 @@ if TYPE_CHECKING:
     from .schema import (
         sanitize_name,
     )
+    from .search import (
+        SearchState,
+        ToolSearchSettings,
+    )
     from .toolkit import (
         Toolkit,
         acreate_toolkit,
@@ -149,6 +153,7 @@ _EXPORTS: dict[str, str] = {
     "Result": "base",
     "SandboxPolicy": "sandbox",
     "SandboxUnavailable": "errors",
+    "SearchState": "search",
     "SourceError": "errors",
     "StrictSchemaError": "errors",
     "Tool": "base",
@@ -156,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "base",
     "ToolError": "errors",
     "ToolNotFound": "errors",
+    "ToolSearchSettings": "search",
     "ToolTimeout": "errors",
     "Toolkit": "toolkit",
     "ToolnexusError": "errors",
@@ -215,6 +221,7 @@ __all__ = [
     "Result",
     "SandboxPolicy",
     "SandboxUnavailable",
+    "SearchState",
     "SourceError",
     "StrictSchemaError",
     "Tool",
@@ -222,6 +229,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolNotFound",
+    "ToolSearchSettings",
     "ToolTimeout",
     "Toolkit",
     "ToolnexusError",

@@ -37,11 +37,13 @@ from .errors import (
 from .executor import Executor
 from .registry import Registry
 from .sandbox import SandboxPolicy
+from .search.plan import apply_search, mark, own_defer, settings_from
 
 if TYPE_CHECKING:
     import httpx
 
     from .manifest import Manifest, ServerDecl, ToolDecl
+    from .search.plan import ToolSearchSettings
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
@@ -123,9 +125,11 @@ async def build_generation(
             tools += server_tools
         issues.raise_if_any()
 
-        registry = _registry(tools, manifest)
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
             permissions = AliasAware(permissions)
+        search = _search_settings(options, manifest)
+        tools = _with_search(tools, search, permissions, manifest)
+        registry = _registry(tools, manifest)
         executor = Executor(
             registry,
             middleware=local.middleware,
@@ -144,6 +148,7 @@ async def build_generation(
             files=tuple(dict.fromkeys(p.resolve() for p in files)),
             hidden=hidden,
             name=manifest.name if manifest is not None else None,
+            tool_search=search,
         )
         # Shared with the generation that may adopt these servers; see `_close_unadopted`.
         gen.carry.update(mcp=servers, adopted=set(), decls=server_decls)
@@ -402,6 +407,7 @@ def _build_tool(
                 continue
             t, overrides = named
         t = _provenance(t, decl)
+        t = mark(t, own_defer(spec, decl.include_chain))
         try:
             t = attach(
                 t,
@@ -466,6 +472,50 @@ def _where(decl: Any, sub_field: str) -> str:
     return str(decl.locate(sub_field))
 
 
+# -- tool search ---------------------------------------------------------------------------------
+
+
+def _search_settings(
+    options: ToolkitOptions, manifest: Manifest | None
+) -> ToolSearchSettings | None:
+    """`create_toolkit(tool_search=...)` if given, else the manifest's block (located errors)."""
+    if options.tool_search is not None:
+        try:
+            return settings_from(options.tool_search)
+        except ConfigError as exc:
+            where = f".{exc.field}" if exc.field else ""
+            raise UsageError(f"tool_search{where}: {exc.message}") from exc
+    if manifest is None or manifest.tool_search is None:
+        return None
+    from .manifest import issue_at
+
+    try:
+        return settings_from(manifest.tool_search)
+    except ConfigError as exc:
+        site = manifest.tool_search_site
+        issue = issue_at(site, exc) if site else ManifestIssue(message=exc.message)
+        raise manifest_error([issue]) from exc
+
+
+def _with_search(
+    tools: list[Tool],
+    settings: ToolSearchSettings | None,
+    permissions: Any,
+    manifest: Manifest | None,
+) -> list[Tool]:
+    """`tools` with deferral applied and `tool_search` added (see `toolnexus.search.plan`)."""
+    from .manifest import issue_at
+
+    hidden = {t.name for t in tools if is_hidden(permissions, t)}
+    try:
+        return apply_search(tools, settings, hidden=hidden)
+    except ConfigError as exc:
+        site = manifest.tool_search_site if manifest is not None else None
+        if site is None:
+            raise UsageError(exc.message) from exc
+        raise manifest_error([issue_at(site, exc)]) from exc
+
+
 # -- middleware ----------------------------------------------------------------------------------
 
 
@@ -499,6 +549,7 @@ async def _build_servers(
                 entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
             if "max_output" not in entry and decl.defaults.max_output is not None:
                 entry = {**entry, "max_output": decl.defaults.max_output}
+            entry = {k: v for k, v in entry.items() if k != "defer"}  # the toolkit's, not MCP's
             spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
             stdio = "command" in decl.spec
             sandbox = effective_sandbox(
@@ -548,6 +599,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
             continue
         t, overrides = named
         t = _provenance(t, decl, keep_origin=True)
+        t = mark(t, own_defer(decl.spec, decl.include_chain))
         try:
             t = attach(
                 t,

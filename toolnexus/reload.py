@@ -160,6 +160,7 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
     from .build import server_tools
     from .executor import Executor
     from .registry import Registry
+    from .search.plan import apply_search
 
     started = time.monotonic()
     async with toolkit._lock:
@@ -174,7 +175,9 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
         fresh = server_tools(server, carry["decls"][key])
         stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
         kept = [t for t in current.registry.tools() if t.name not in stale]
-        registry = Registry([*kept, *fresh])
+        registry = Registry(
+            apply_search([*kept, *fresh], current.tool_search, hidden=current.hidden)
+        )
         old = current.executor
         executor = Executor(
             registry,

@@ -259,10 +259,12 @@ def _build_server(
     from mcp.server.subscriptions import ListenHandler
 
     from .adapters import mcp_result, mcp_tools
+    from .search.sessions import SessionStates
 
     name = name or toolkit.name or "toolnexus"
 
     announcer = _Announcer()
+    searches = SessionStates()  # each client's loaded deferred tools
 
     class ToolkitServer(Server[Any]):
         def create_initialization_options(
@@ -282,7 +284,7 @@ def _build_server(
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=mcp_tools(toolkit.tools()))
+        return types.ListToolsResult(tools=mcp_tools(toolkit.tools(), state=searches.state(ctx)))
 
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
@@ -298,6 +300,7 @@ def _build_server(
         result = await toolkit.aexecute(
             params.name, arguments, call_id=f"mcp-{ctx.request_id}", approver=approver
         )
+        await searches.observe(ctx, result)
         return mcp_result(result)
 
     def input_schema(tool_name: str) -> dict[str, Any] | None:

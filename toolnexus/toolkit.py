@@ -28,6 +28,7 @@ from .tracing import carry_context
 if TYPE_CHECKING:
     from .build import Builtins
     from .reload import ReloadEvent, Watcher
+    from .search import SearchState, ToolSearchSettings
 
 T = TypeVar("T")
 
@@ -62,6 +63,9 @@ class Generation:
     """The manifest's `name:` (None without one)."""
     carry: dict[str, Any] = field(default_factory=dict)
     """Resources the next generation may adopt (MCP sessions keyed by their configuration)."""
+    tool_search: ToolSearchSettings | None = None
+    """The toolkit-wide tool search settings (applied again when an MCP server's tools
+    change)."""
     inflight: int = 0
     retired: bool = False
     _idle: asyncio.Event | None = field(default=None, init=False, repr=False)
@@ -164,6 +168,19 @@ class Toolkit:
 
     def names(self) -> list[str]:
         return [t.name for t in self.tools()]
+
+    def search_state(self, saved: str | bytes | Mapping[str, Any] | None = None) -> SearchState:
+        """A new conversation's `SearchState` (which deferred tools it has loaded), or one
+        restored from `saved` (what `SearchState.to_json` or `to_dict` wrote). Give it to the
+        adapters (`adapter.tools(toolkit.tools(), state=state)`); see the README's
+        "Large tool sets"."""
+        from .search import SearchState
+
+        if saved is None:
+            return SearchState()
+        if isinstance(saved, Mapping):
+            return SearchState.from_dict(saved)
+        return SearchState.from_json(saved)
 
     def status(self) -> dict[str, Any]:
         """Per-source status: for each MCP server, its state now (ready, crashed, restarting,
@@ -470,6 +487,8 @@ class ToolkitOptions:
     """Builtin name (`"*"` for all) -> its options, from `builtins=` (see `builtin_options`)."""
     workspace: Path | None = None
     env: Mapping[str, str] | None = None
+    tool_search: Any = None
+    """`tool_search=` as given (True, a mapping like the manifest's block, or None)."""
 
 
 async def acreate_toolkit(
@@ -483,6 +502,7 @@ async def acreate_toolkit(
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
+    tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
 ) -> Toolkit:
     """Build a toolkit on the running event loop (see `create_toolkit` for the arguments).
 
@@ -498,6 +518,7 @@ async def acreate_toolkit(
         builtins=builtins,
         workspace=workspace,
         env=env,
+        tool_search=tool_search,
     )
     return await _create(options, asyncio.get_running_loop(), None, watch=watch)
 
@@ -513,6 +534,7 @@ def create_toolkit(
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
+    tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
 ) -> Toolkit:
     """Load a manifest (or nothing) and return a ready `Toolkit`.
 
@@ -531,6 +553,9 @@ def create_toolkit(
             current directory).
         env: the environment used for `${VAR}` interpolation (default: `os.environ`).
         watch: reload automatically when the manifest or a tool's code changes.
+        tool_search: defer tool definitions behind a search (README "Large tool sets"): True,
+            or a mapping with the manifest block's keys (`max_tools`, `max_bytes`, `always`,
+            `defer`, `limit`); replaces the manifest's `tool_search:` when given.
 
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
@@ -546,6 +571,7 @@ def create_toolkit(
         builtins=builtins,
         workspace=workspace,
         env=env,
+        tool_search=tool_search,
     )
     loop_thread = LoopThread()
     try:
@@ -565,6 +591,7 @@ def _options(
     builtins: Builtins,
     workspace: str | Path | None,
     env: Mapping[str, str] | None,
+    tool_search: Any = None,
 ) -> ToolkitOptions:
     from .build import builtin_options
 
@@ -577,6 +604,7 @@ def _options(
         builtins=builtin_options(builtins),
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
+        tool_search=tool_search,
     )
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolCall
@@ -72,6 +72,9 @@ from .results import (
     openai_responses_results,
 )
 from .strict import strict_schema
+
+if TYPE_CHECKING:
+    from ..search.state import SearchState
 
 __all__ = [
     "PROVIDERS",
@@ -106,26 +109,52 @@ class Adapter:
 
     provider: str
     """`openai-chat`, `openai-responses`, `anthropic` or `gemini`."""
-    tools: Callable[[Iterable[Tool]], list[Message]]
-    """Tool definitions for the request's `tools` field."""
-    parse_calls: Callable[[Any], list[ToolCall]]
-    """The tool calls in a response (or its message, output items, content or parts)."""
+    tools: _ToolsStep
+    """Tool definitions for the request's `tools` field (`state=` for deferred tools)."""
+    parse_calls: _ParseStep
+    """The tool calls in a response (or its message, output items, content or parts);
+    `state=` records what a provider's own tool search found."""
     format_result: Callable[[ToolCall, Result], Message]
     """One call's result as the provider's result message, item, block or part."""
-    format_results: Callable[[Sequence[ToolCall], Sequence[Result]], list[Message]]
-    """A batch's results as the messages (or input items) to add to the conversation."""
+    format_results: _ResultsStep
+    """A batch's results as the messages (or input items) to add to the conversation;
+    `state=` records what `tool_search` calls found."""
+
+
+class _ToolsStep(Protocol):
+    def __call__(
+        self, tools: Iterable[Tool], /, *, state: SearchState | None = None
+    ) -> list[Message]: ...
+
+
+class _ParseStep(Protocol):
+    def __call__(self, response: Any, /, *, state: SearchState | None = None) -> list[ToolCall]: ...
+
+
+class _ResultsStep(Protocol):
+    def __call__(
+        self,
+        calls: Sequence[ToolCall],
+        results: Sequence[Result],
+        /,
+        *,
+        state: SearchState | None = None,
+    ) -> list[Message]: ...
 
 
 PROVIDERS = ("anthropic", "gemini", "openai-chat", "openai-responses")
 """The names `get_adapter` knows."""
 
 
-def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
+def get_adapter(provider: str, *, strict: bool = False, search: str = "native") -> Adapter:
     """The `Adapter` for `provider` (one of `PROVIDERS`).
 
     Args:
         provider: `openai-chat`, `openai-responses`, `anthropic` or `gemini`.
         strict: OpenAI's strict mode for tool definitions (see `strict_schema`).
+        search: how deferred tools are searched where the provider has its own tool search
+            (Anthropic, OpenAI Responses): `native`, `regex` (Anthropic only) or `neutral`
+            (our `tool_search` tool, as for the other providers).
 
     Raises:
         UsageError: an unknown provider, or `strict` for a provider without strict mode.
@@ -135,6 +164,8 @@ def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
             f"unknown provider {provider!r}{did_you_mean(provider, PROVIDERS)} "
             f"(known: {', '.join(PROVIDERS)})"
         )
+    if search not in ("native", "neutral") and not (provider == "anthropic" and search == "regex"):
+        raise UsageError(f"search={search!r}: expected native or neutral (or regex for anthropic)")
     if strict and not provider.startswith("openai"):
         raise UsageError(
             f"strict=True is OpenAI's strict mode; {provider!r} has none, leave strict off"
@@ -143,14 +174,14 @@ def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
         return Adapter(
             provider=provider,
             tools=functools.partial(openai_chat_tools, strict=strict),
-            parse_calls=parse_openai_chat_calls,
+            parse_calls=_ignoring_state(parse_openai_chat_calls),
             format_result=openai_chat_result,
             format_results=openai_chat_results,
         )
     if provider == "openai-responses":
         return Adapter(
             provider=provider,
-            tools=functools.partial(openai_responses_tools, strict=strict),
+            tools=functools.partial(openai_responses_tools, strict=strict, search=search),
             parse_calls=parse_openai_responses_calls,
             format_result=openai_responses_result,
             format_results=openai_responses_results,
@@ -158,7 +189,7 @@ def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
     if provider == "anthropic":
         return Adapter(
             provider=provider,
-            tools=anthropic_tools,
+            tools=functools.partial(anthropic_tools, search=search),
             parse_calls=parse_anthropic_calls,
             format_result=anthropic_result,
             format_results=anthropic_results,
@@ -166,7 +197,17 @@ def get_adapter(provider: str, *, strict: bool = False) -> Adapter:
     return Adapter(
         provider=provider,
         tools=gemini_tools,
-        parse_calls=parse_gemini_calls,
+        parse_calls=_ignoring_state(parse_gemini_calls),
         format_result=gemini_result,
         format_results=gemini_results,
     )
+
+
+def _ignoring_state(parse: Callable[[Any], list[ToolCall]]) -> _ParseStep:
+    """A provider without tool search of its own: nothing to read back from its responses
+    (the neutral `tool_search` results are read by `format_results`)."""
+
+    def parse_calls(response: Any, /, *, state: SearchState | None = None) -> list[ToolCall]:
+        return parse(response)
+
+    return parse_calls

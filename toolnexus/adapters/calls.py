@@ -13,10 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import ToolCall
 from ..errors import UsageError
+from ..search.provider import observe_anthropic, observe_responses
+
+if TYPE_CHECKING:
+    from ..search.state import SearchState
 
 __all__ = [
     "parse_anthropic_calls",
@@ -60,7 +64,9 @@ def parse_openai_chat_calls(message: Any) -> list[ToolCall]:
     return calls
 
 
-def parse_openai_responses_calls(output: Any) -> list[ToolCall]:
+def parse_openai_responses_calls(
+    output: Any, *, state: SearchState | None = None
+) -> list[ToolCall]:
     """The function calls in an OpenAI Responses output.
 
     Args:
@@ -69,7 +75,8 @@ def parse_openai_responses_calls(output: Any) -> list[ToolCall]:
 
     Returns:
         One `ToolCall` per `function_call` item, in order, with `id` set to its `call_id`
-        (what `function_call_output` must echo).
+        (what `function_call_output` must echo). With `state`, the tools OpenAI's tool search
+        returned (`tool_search_output` items) are loaded into it.
     """
     data = _plain(output, "an OpenAI Responses output")
     if isinstance(data, Mapping):
@@ -83,6 +90,8 @@ def parse_openai_responses_calls(output: Any) -> list[ToolCall]:
                 f"got a mapping with keys {sorted(data)}"
             )
     calls: list[ToolCall] = []
+    if state is not None:
+        observe_responses((_plain(raw, "a Responses output item") for raw in data), state)
     for raw in data:
         item = _mapping(raw, "a Responses output item")
         if item.get("type") != "function_call":
@@ -97,7 +106,7 @@ def parse_openai_responses_calls(output: Any) -> list[ToolCall]:
     return calls
 
 
-def parse_anthropic_calls(message: Any) -> list[ToolCall]:
+def parse_anthropic_calls(message: Any, *, state: SearchState | None = None) -> list[ToolCall]:
     """The tool calls in an Anthropic message.
 
     Args:
@@ -106,6 +115,8 @@ def parse_anthropic_calls(message: Any) -> list[ToolCall]:
     Returns:
         One `ToolCall` per `tool_use` block, in order; the arguments are the already-decoded
         `input` mapping. Server tools (`server_tool_use`) are skipped: Anthropic runs them.
+        With `state`, the tools Anthropic's tool search referenced
+        (`tool_search_tool_result` blocks) are loaded into it.
     """
     data = _plain(message, "an Anthropic message")
     if isinstance(data, Mapping):
@@ -118,6 +129,8 @@ def parse_anthropic_calls(message: Any) -> list[ToolCall]:
     if isinstance(data, str):
         return []
     calls: list[ToolCall] = []
+    if state is not None:
+        observe_anthropic((_plain(raw, "an Anthropic content block") for raw in data or ()), state)
     for raw in data or ():
         block = _mapping(raw, "an Anthropic content block")
         if block.get("type") != "tool_use":

@@ -36,6 +36,8 @@ from .calls import _GEMINI_ID_PREFIX
 if TYPE_CHECKING:
     import mcp.types
 
+    from ..search.state import SearchState
+
 __all__ = [
     "anthropic_result",
     "anthropic_results",
@@ -66,15 +68,20 @@ def openai_chat_result(call: ToolCall, result: Result) -> Message:
     return _chat_tool_message(call, result, images_follow=False)
 
 
-def openai_chat_results(calls: Sequence[ToolCall], results: Sequence[Result]) -> list[Message]:
+def openai_chat_results(
+    calls: Sequence[ToolCall], results: Sequence[Result], *, state: SearchState | None = None
+) -> list[Message]:
     """The messages answering a batch of calls: one tool message per call, in order, then, if
     any result holds images, one user message with them.
 
     The tool messages must all follow the assistant message directly, so the images (which
     tool messages cannot hold) come after them, each group introduced by the call it belongs
-    to; each tool message says how many of its images follow.
+    to; each tool message says how many of its images follow. With `state`, what
+    `tool_search` calls found is loaded into it.
     """
     pairs = _pairs(calls, results)
+    if state is not None:
+        state.observe(results)
     messages = [_chat_tool_message(c, r, images_follow=True) for c, r in pairs]
     content: list[Message] = []
     for call, result in pairs:
@@ -144,8 +151,15 @@ def openai_responses_result(call: ToolCall, result: Result) -> Message:
     }
 
 
-def openai_responses_results(calls: Sequence[ToolCall], results: Sequence[Result]) -> list[Message]:
-    """One `function_call_output` item per call, in order, for the next request's `input`."""
+def openai_responses_results(
+    calls: Sequence[ToolCall], results: Sequence[Result], *, state: SearchState | None = None
+) -> list[Message]:
+    """One `function_call_output` item per call, in order, for the next request's `input`.
+
+    With `state`, what `tool_search` calls found is loaded into it (as for every `*_results`).
+    """
+    if state is not None:
+        state.observe(results)
     return [openai_responses_result(c, r) for c, r in _pairs(calls, results)]
 
 
@@ -180,9 +194,13 @@ def anthropic_result(call: ToolCall, result: Result) -> Message:
     return block
 
 
-def anthropic_results(calls: Sequence[ToolCall], results: Sequence[Result]) -> list[Message]:
+def anthropic_results(
+    calls: Sequence[ToolCall], results: Sequence[Result], *, state: SearchState | None = None
+) -> list[Message]:
     """The one user message answering a batch of calls: all `tool_result` blocks, in order
     (Anthropic wants every result of a turn in the message right after it)."""
+    if state is not None:
+        state.observe(results)
     blocks = [anthropic_result(c, r) for c, r in _pairs(calls, results)]
     return [{"role": "user", "content": blocks}] if blocks else []
 
@@ -216,8 +234,12 @@ def gemini_result(call: ToolCall, result: Result) -> Message:
     return {"function_response": response}
 
 
-def gemini_results(calls: Sequence[ToolCall], results: Sequence[Result]) -> list[Message]:
+def gemini_results(
+    calls: Sequence[ToolCall], results: Sequence[Result], *, state: SearchState | None = None
+) -> list[Message]:
     """The one `user` content answering a batch of calls: all function responses, in order."""
+    if state is not None:
+        state.observe(results)
     parts = [gemini_result(c, r) for c, r in _pairs(calls, results)]
     return [{"role": "user", "parts": parts}] if parts else []
 

@@ -235,6 +235,8 @@ class _Loader:
             includes=tuple(self.includes),
             files=tuple(self.files),
             source=Path(os.path.abspath(top_file)) if top_file is not None else None,
+            tool_search=header.get("tool_search"),
+            tool_search_site=header.get("__tool_search_site__"),
         )
 
     def sorted_issues(self) -> list[ManifestIssue]:
@@ -427,6 +429,15 @@ class _Loader:
                         where=ctx.loc(path), path=path, positions=ctx.positions
                     )
         header = {k: data[k] for k in ("name", "workspace", "roots") if k in data and ok((k,))}
+        if "tool_search" in data and ok(("tool_search",)):
+            if scope.chain:
+                message = "tool_search is toolkit-wide: write it in the top manifest"
+                self.issue(ctx, ("tool_search",), message, "schema")
+            else:
+                header["tool_search"] = data["tool_search"]
+                header["__tool_search_site__"] = BuiltinSite(
+                    where=ctx.loc(("tool_search",)), path=("tool_search",), positions=ctx.positions
+                )
         header["__defaults__"] = own
         header["__middleware__"] = middleware
         return header
@@ -487,6 +498,7 @@ class _Loader:
             exclude=tuple(options.get("exclude", ())),
             prefix=options.get("prefix", ""),
             overrides=overrides,
+            defer=options.get("defer"),
             depth=len(scope.chain) + 1,
             where=where,
             path=path,

@@ -160,6 +160,8 @@ class IncludeDecl(_Located):
     overrides: tuple[OverrideDecl, ...] = ()
     depth: int = 1
     """1 for the top manifest's own includes, 2 for theirs, and so on."""
+    defer: bool | None = None
+    """`defer:` of the include: its tools' deferral unless an entry sets its own."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,3 +241,7 @@ class Manifest:
     a hot-reload watcher watches."""
     source: Path | None = None
     """The top manifest's file, None for text or a mapping."""
+    tool_search: Mapping[str, Any] | None = None
+    """The top manifest's `tool_search:` block as written (see `toolnexus.search.plan`)."""
+    tool_search_site: BuiltinSite | None = None
+    """Where `tool_search:` is written, for the builder's complaints about it."""
