@@ -1,0 +1,718 @@
+"""OAuth 2.1 for streamable-HTTP MCP servers, on the SDK's own `mcp.client.auth`.
+
+The SDK's `OAuthClientProvider` (an `httpx2.Auth`, the same httpx2 the SDK's streamable-HTTP
+transport uses) does the protocol: protected-resource metadata from the 401's
+`WWW-Authenticate`, authorization-server metadata, dynamic client registration or a client ID
+metadata document, authorization code with PKCE, refresh, and the scope union of a step-up on
+`insufficient_scope`. `ClientCredentialsOAuthProvider` does the headless grant. What this
+module adds is what a library that runs agents without a person at the keyboard needs and the
+SDK leaves to its caller:
+
+- `_StoredLogin`, the SDK's `TokenStorage` over the user's token file (`toolnexus._tokens`),
+  which also keeps the absolute expiry and the discovered metadata: the SDK forgets both between
+  processes, so a fresh process would send an expired token first and refresh against a guessed
+  `/token` on the MCP server's own host.
+- `_UserLogin`, the provider for `auth: oauth`. Run by `create_toolkit` it never starts a
+  browser flow: a 401 or an `insufficient_scope` 403 on a request is handed back as it is (the
+  transport turns it into an error for that request; the connection stays usable), after one
+  silent refresh when a refresh token is held, and the reason is recorded as a `LoginProblem`
+  whose message names `toolnexus login <server>`. Run by `login` it does the whole flow.
+- `login`, the browser flow with a loopback redirect listener on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+import time
+import warnings
+import webbrowser
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+from urllib.parse import parse_qs, urlsplit
+
+from .._tokens import TokenStore
+from ..errors import ConfigError, SourceError
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
+
+__all__ = [
+    "AuthSettings",
+    "LoginProblem",
+    "login",
+    "logout",
+    "make_auth",
+    "parse_auth",
+]
+
+logger = logging.getLogger("toolnexus.mcp")
+
+_OAUTH_KEYS = ("scopes", "client_id", "client_metadata_url")
+_CREDENTIALS_KEYS = ("client_id", "client_secret", "scopes", "issuer")
+_PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
+"""The redirect URI of a provider that never redirects (the non-interactive one)."""
+LOGIN_TIMEOUT = 300.0
+"""Seconds `login` waits for the browser to come back to the loopback listener."""
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class AuthSettings:
+    """A server's `auth:` entry, checked. Part of `McpServerSpec`, so it is frozen and compares
+    by value (hot reload keeps a session whose auth did not change)."""
+
+    grant: Literal["authorization_code", "client_credentials"]
+    """`authorization_code` for `auth: oauth` (a person logs in), or `client_credentials`."""
+    scopes: tuple[str, ...] = ()
+    """Scopes asked for on top of those the server's challenge names."""
+    client_id: str | None = None
+    """A client registered beforehand; without it the client registers itself (or uses
+    `client_metadata_url`)."""
+    client_secret: str | None = None
+    """client_credentials only; hidden from `repr`."""
+    client_metadata_url: str | None = None
+    """An https URL of a client ID metadata document, used as the client ID where the
+    authorization server supports it (else dynamic registration)."""
+    issuer: str | None = None
+    """client_credentials: the authorization server the secret belongs to; tokens are asked
+    only from it."""
+
+    def __repr__(self) -> str:
+        shown = [f"grant={self.grant!r}"]
+        if self.scopes:
+            shown.append(f"scopes={list(self.scopes)!r}")
+        if self.client_id is not None:
+            shown.append(f"client_id={self.client_id!r}")
+        if self.client_secret is not None:
+            shown.append("client_secret='***'")
+        for key in ("client_metadata_url", "issuer"):
+            if getattr(self, key) is not None:
+                shown.append(f"{key}={getattr(self, key)!r}")
+        return f"AuthSettings({', '.join(shown)})"
+
+
+def parse_auth(value: object) -> AuthSettings | None:
+    """Check a server's `auth:` value: `oauth`, `{oauth: {...}}` or `{client_credentials:
+    {...}}` (secrets come from `${VAR}`; a manifest never holds tokens).
+
+    Raises:
+        ConfigError: the value is of the wrong shape (`field` names where).
+    """
+    if value is None:
+        return None
+    if value == "oauth":
+        return AuthSettings(grant="authorization_code")
+    if not isinstance(value, Mapping) or len(value) != 1:
+        raise ConfigError(
+            "expected `oauth`, `{oauth: {scopes, client_id, client_metadata_url}}` or "
+            f"`{{client_credentials: {{client_id, client_secret, scopes}}}}`, got {_kind(value)}",
+            field="auth",
+        )
+    ((kind, body),) = value.items()
+    if kind not in ("oauth", "client_credentials"):
+        raise ConfigError(
+            f"unknown kind of auth {kind!r}; expected oauth or client_credentials",
+            field=f"auth.{kind}",
+        )
+    where = f"auth.{kind}"
+    body = {} if body is None else body
+    if not isinstance(body, Mapping):
+        raise ConfigError(f"expected a mapping, got {_kind(body)}", field=where)
+    allowed = _OAUTH_KEYS if kind == "oauth" else _CREDENTIALS_KEYS
+    for key in body:
+        if key not in allowed:
+            raise ConfigError(
+                f"unknown key {key!r}; expected one of {', '.join(allowed)}",
+                field=f"{where}.{key}",
+            )
+    scopes = _scopes(body.get("scopes"), f"{where}.scopes")
+    strings = {key: _string(body.get(key), f"{where}.{key}") for key in allowed if key != "scopes"}
+    if kind == "oauth":
+        url = strings["client_metadata_url"]
+        if url is not None and not _metadata_url(url):
+            raise ConfigError(
+                f"expected an https URL with a path (the client ID metadata document), got {url!r}",
+                field=f"{where}.client_metadata_url",
+            )
+        return AuthSettings(
+            grant="authorization_code",
+            scopes=scopes,
+            client_id=strings["client_id"],
+            client_metadata_url=url,
+        )
+    for needed in ("client_id", "client_secret"):
+        if strings[needed] is None:
+            raise ConfigError(
+                f"client_credentials needs `{needed}` (e.g. `{needed}: ${{MY_{needed.upper()}}}`)",
+                field=f"{where}.{needed}",
+            )
+    return AuthSettings(
+        grant="client_credentials",
+        scopes=scopes,
+        client_id=strings["client_id"],
+        client_secret=strings["client_secret"],
+        issuer=strings["issuer"],
+    )
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:80]
+
+
+def _scopes(value: object, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(s, str) and s and not any(c.isspace() for c in s) for s in value
+    ):
+        raise ConfigError(f"expected a list of scope names, got {_kind(value)}", field=where)
+    return tuple(value)
+
+
+def _string(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"expected a non-empty string, got {_kind(value)}", field=where)
+    return value
+
+
+def _metadata_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme == "https" and bool(parts.netloc) and parts.path not in ("", "/")
+
+
+# -- what went wrong --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoginProblem:
+    """Why a server refused this user's login, for messages and `status`."""
+
+    kind: Literal["missing", "expired", "insufficient_scope"]
+    status: int
+    """The HTTP status of the refusal (401 or 403)."""
+    scope: str | None = None
+    """insufficient_scope: the scopes the server asked for."""
+
+    def message(self, server: str) -> str:
+        fix = f"run `toolnexus login {server}`"
+        if self.kind == "missing":
+            return f"HTTP {self.status}: the MCP server '{server}' needs a login; {fix}"
+        if self.kind == "expired":
+            return (
+                f"HTTP {self.status}: the login for the MCP server '{server}' has expired and "
+                f"could not be refreshed; {fix}"
+            )
+        needs = f" (it asks for: {self.scope})" if self.scope else ""
+        return (
+            f"HTTP {self.status} insufficient_scope: the login for the MCP server '{server}' "
+            f"lacks a scope this needs{needs}; {fix} to grant it"
+        )
+
+
+def oauth_hint(server: str, status: int, www_authenticate: str | None) -> str | None:
+    """For a server without `auth:` whose 401/403 says it takes OAuth: what to add."""
+    if status not in (401, 403) or not www_authenticate:
+        return None
+    said = www_authenticate.lower()
+    if not said.startswith("bearer") or "resource_metadata" not in said:
+        return None
+    return (
+        f"HTTP {status}: the MCP server '{server}' uses OAuth; add `auth: oauth` to its manifest "
+        f"entry and run `toolnexus login {server}`"
+    )
+
+
+# -- the token file as the SDK's TokenStorage -------------------------------------------------
+
+
+class _StoredLogin:
+    """The SDK's `TokenStorage` for one server, over the user's token file."""
+
+    def __init__(self, store: TokenStore, url: str) -> None:
+        self.store = store
+        self.url = url
+
+    def record(self) -> dict[str, Any]:
+        return self.store.get(self.url) or {}
+
+    async def get_tokens(self) -> OAuthToken | None:
+        from mcp.shared.auth import OAuthToken
+
+        raw = self.record().get("tokens")
+        return OAuthToken.model_validate(raw) if raw else None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+
+        def change(record: dict[str, Any]) -> None:
+            record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
+            record["expires_at"] = expires_at
+            record["saved_at"] = time.time()
+            record.pop("expired", None)
+            wanted = record.get("wanted_scope")
+            if wanted and set(wanted.split()) <= set((tokens.scope or "").split()):
+                record.pop("wanted_scope")
+
+        self.store.update(self.url, change)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        raw = self.record().get("client")
+        return OAuthClientInformationFull.model_validate(raw) if raw else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        dumped = client_info.model_dump(mode="json", exclude_none=True)
+        self.store.update(self.url, lambda record: record.__setitem__("client", dumped))
+
+    def save_metadata(self, context: Any) -> None:
+        """Keep what discovery found, so a later process refreshes at the real endpoint."""
+        found: dict[str, Any] = {}
+        if context.oauth_metadata is not None:
+            found["server_metadata"] = context.oauth_metadata.model_dump(
+                mode="json", exclude_none=True
+            )
+        if context.protected_resource_metadata is not None:
+            found["resource_metadata"] = context.protected_resource_metadata.model_dump(
+                mode="json", exclude_none=True
+            )
+        if context.auth_server_url is not None:
+            found["auth_server"] = context.auth_server_url
+        if found and any(self.record().get(k) != v for k, v in found.items()):
+            self.store.update(self.url, lambda record: record.update(found))
+
+    def mark(self, **values: Any) -> None:
+        self.store.update(self.url, lambda record: record.update(values))
+
+
+class _MemoryLogin:
+    """`TokenStorage` in memory: client-credentials tokens are re-obtained with one request
+    per process, so they are not written anywhere."""
+
+    def __init__(self) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info
+
+
+# -- the providers ----------------------------------------------------------------------------
+
+ProblemCallback = Callable[[LoginProblem | None], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Browser:
+    """How `login` sends the user to the authorization page and gets the answer back."""
+
+    redirect_uri: str
+    send_user: Callable[[str], Awaitable[None]]
+    answer: Callable[[], Awaitable[AuthorizationCodeResult]]
+
+
+def _user_login_class() -> type[Any]:
+    """`_UserLogin`, defined on first use: its base class is in the SDK, imported lazily."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
+    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+
+    class _UserLogin(OAuthClientProvider):
+        """`auth: oauth`: the SDK's provider, with the stored login restored whole, and without
+        a browser unless `browser` is given."""
+
+        def __init__(
+            self,
+            *,
+            url: str,
+            settings: AuthSettings,
+            storage: _StoredLogin,
+            browser: _Browser | None,
+            on_problem: ProblemCallback,
+        ) -> None:
+            from mcp.shared.auth import OAuthClientMetadata
+
+            redirect = browser.redirect_uri if browser is not None else _PLACEHOLDER_REDIRECT
+            metadata = OAuthClientMetadata(
+                client_name="toolnexus",
+                redirect_uris=[redirect],  # type: ignore[list-item]  # pydantic coerces
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                token_endpoint_auth_method="none",
+                scope=" ".join(settings.scopes) or None,
+            )
+            super().__init__(
+                url,
+                metadata,
+                storage,
+                redirect_handler=browser.send_user if browser is not None else None,
+                callback_handler=browser.answer if browser is not None else None,
+                client_metadata_url=settings.client_metadata_url,
+            )
+            self._settings = settings
+            self._storage = storage
+            self._browser = browser
+            self._on_problem = on_problem
+
+        async def _initialize(self) -> None:
+            await super()._initialize()
+            record = self._storage.record()
+            context = self.context
+            if context.current_tokens is not None:
+                # The SDK keeps the expiry only for tokens it obtained in this process.
+                expires_at = record.get("expires_at")
+                context.token_expiry_time = float(expires_at) if expires_at else None
+            if context.client_info is None and self._settings.client_id is not None:
+                from mcp.shared.auth import OAuthClientInformationFull
+
+                context.client_info = OAuthClientInformationFull(
+                    client_id=self._settings.client_id,
+                    redirect_uris=context.client_metadata.redirect_uris,
+                    token_endpoint_auth_method="none",
+                )
+            if context.oauth_metadata is None and record.get("server_metadata"):
+                context.oauth_metadata = OAuthMetadata.model_validate(record["server_metadata"])
+            if context.protected_resource_metadata is None and record.get("resource_metadata"):
+                context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
+                    record["resource_metadata"]
+                )
+            if context.auth_server_url is None and record.get("auth_server"):
+                context.auth_server_url = record["auth_server"]
+
+        async def _perform_authorization(self) -> httpx2.Request:
+            # Scopes the manifest asks for, and those a refused step-up recorded, join the
+            # scopes the server's challenge named.
+            context = self.context
+            wanted = self._storage.record().get("wanted_scope")
+            scope = union_scopes(context.client_metadata.scope, " ".join(self._settings.scopes))
+            context.client_metadata.scope = union_scopes(scope, wanted)
+            return await super()._perform_authorization()
+
+        async def _auth_flow(
+            self, request: httpx2.Request
+        ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            flow = super()._auth_flow(request)
+            refresh_failed = False
+            retried = False
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    if outgoing is request:
+                        challenge = _challenge(response, extract_field_from_www_auth)
+                        if challenge is None:
+                            self._on_problem(None)
+                            self._storage.save_metadata(self.context)
+                        elif self._browser is None:
+                            if challenge == 401 and not retried and self._can_refresh():
+                                # Refused before its known expiry (revoked, clock skew):
+                                # one refresh, then the request again.
+                                retried = True
+                                await flow.aclose()
+                                self.context.token_expiry_time = 0.0
+                                flow = super()._auth_flow(request)
+                                outgoing = await flow.__anext__()
+                                continue
+                            self._refused(response, challenge, refresh_failed)
+                            return
+                    elif _is_refresh(outgoing):
+                        refresh_failed = response.status_code != 200
+                        if refresh_failed:
+                            self._storage.mark(expired=True, tokens=None)
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+
+        def _can_refresh(self) -> bool:
+            tokens = self.context.current_tokens
+            return bool(tokens and tokens.refresh_token and self.context.client_info)
+
+        def _refused(self, response: httpx2.Response, challenge: int, refresh_failed: bool) -> None:
+            if challenge == 403:
+                scope = extract_field_from_www_auth(response, "scope")
+                granted = self.context.current_tokens.scope if self.context.current_tokens else None
+                self._storage.mark(wanted_scope=union_scopes(granted, scope))
+                problem = LoginProblem(kind="insufficient_scope", status=403, scope=scope)
+            else:
+                record = self._storage.record()
+                had = refresh_failed or record.get("expired") or record.get("tokens")
+                problem = LoginProblem(kind="expired" if had else "missing", status=401)
+            self._on_problem(problem)
+
+    return _UserLogin
+
+
+def _challenge(response: httpx2.Response, field: Callable[[Any, str], str | None]) -> int | None:
+    """401, or 403 for a scope step-up, when the response asks for (other) credentials."""
+    if response.status_code == 401:
+        return 401
+    if response.status_code == 403 and field(response, "error") == "insufficient_scope":
+        return 403
+    return None
+
+
+def _is_refresh(request: httpx2.Request) -> bool:
+    return request.method == "POST" and b"grant_type=refresh_token" in request.content
+
+
+def make_auth(
+    url: str,
+    settings: AuthSettings,
+    *,
+    on_problem: ProblemCallback,
+    store: TokenStore | None = None,
+) -> httpx2.Auth:
+    """The `httpx2.Auth` of a server's connection, for `create_toolkit`: it never opens a
+    browser; what stops it is reported to `on_problem` (None once a request succeeds)."""
+    if settings.grant == "client_credentials":
+        return _client_credentials(url, settings)
+    storage = _StoredLogin(store or TokenStore(), url)
+    cls = _user_login_class()
+    return cls(url=url, settings=settings, storage=storage, browser=None, on_problem=on_problem)
+
+
+def _client_credentials(url: str, settings: AuthSettings) -> httpx2.Auth:
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    assert settings.client_id is not None and settings.client_secret is not None
+    with warnings.catch_warnings():
+        # Without `issuer` the SDK warns that 3.0 will require it; the README says to give it.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return ClientCredentialsOAuthProvider(
+            url,
+            _MemoryLogin(),
+            settings.client_id,
+            settings.client_secret,
+            scope=" ".join(settings.scopes) or None,
+            issuer=settings.issuer,
+        )
+
+
+# -- toolnexus login / logout -----------------------------------------------------------------
+
+Opener = Callable[[str], object]
+"""Shows the user a URL: `webbrowser.open` by default; tests pass a scripted browser."""
+
+
+async def login(
+    server: str,
+    url: str,
+    settings: AuthSettings,
+    *,
+    out: TextIO,
+    open_browser: Opener | None = None,
+    store: TokenStore | None = None,
+    timeout: float = LOGIN_TIMEOUT,
+) -> str:
+    """Log in to the MCP server at `url` through the browser and store the tokens.
+
+    The authorization page is opened with `open_browser` (the system browser by default) and
+    its URL is always printed to `out`; the answer comes back to a listener on 127.0.0.1.
+    Earlier tokens of the server are dropped first, so the login is fresh; its client
+    registration is kept while its redirect port can be had again.
+
+    Returns:
+        What was done, in words (for the command line).
+
+    Raises:
+        SourceError: the flow failed, or no answer came within `timeout` seconds.
+    """
+    if settings.grant == "client_credentials":
+        return f"'{server}' uses client credentials: no login needed, nothing was stored"
+    store = store or TokenStore()
+    storage = _StoredLogin(store, url)
+    record = storage.record()
+    wanted_port = _registered_port(record.get("client"))
+    async with _Loopback.open(wanted_port) as listener:
+        if wanted_port is not None and listener.port != wanted_port:
+            record.pop("client", None)  # registered for another port: register again
+
+        def change(saved: dict[str, Any]) -> None:
+            for key in ("tokens", "expires_at", "expired"):
+                saved.pop(key, None)
+            if "client" not in record:
+                saved.pop("client", None)
+
+        store.update(url, change)
+
+        async def send_user(authorization_url: str) -> None:
+            out.write(f"Open this URL to log in to '{server}':\n  {authorization_url}\n")
+            out.flush()
+            opener = open_browser or webbrowser.open
+            try:
+                outcome = opener(authorization_url)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+            except Exception as exc:  # noqa: BLE001 - no browser here: the printed URL serves
+                logger.debug("opening a browser failed: %s", exc)
+
+        async def answer() -> AuthorizationCodeResult:
+            try:
+                return await asyncio.wait_for(listener.answer, timeout)
+            except TimeoutError:
+                raise SourceError(
+                    f"no answer from the browser within {timeout:g} s; run `toolnexus login "
+                    f"{server}` again"
+                ) from None
+
+        browser = _Browser(redirect_uri=listener.redirect_uri, send_user=send_user, answer=answer)
+        cls = _user_login_class()
+        auth = cls(
+            url=url,
+            settings=settings,
+            storage=storage,
+            browser=browser,
+            on_problem=lambda problem: None,
+        )
+        tools = await _handshake(server, url, auth)
+    granted = (await storage.get_tokens()) if storage.record().get("tokens") else None
+    if granted is None:
+        raise SourceError(f"the login to '{server}' finished without tokens")
+    scopes = f" (scopes: {granted.scope})" if granted.scope else ""
+    return f"logged in to '{server}'{scopes}; {tools} tools; tokens saved in {store.path}"
+
+
+def logout(server: str, url: str, *, store: TokenStore | None = None) -> str:
+    """Forget the stored login of the server at `url`."""
+    store = store or TokenStore()
+    if store.remove(url):
+        return f"logged out of '{server}' (its tokens were removed from {store.path})"
+    return f"no login stored for '{server}'"
+
+
+async def _handshake(server: str, url: str, auth: httpx2.Auth) -> int:
+    """Connect with `auth` (which runs the flow on the first 401) and count the tools."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthFlowError
+    from mcp.client.streamable_http import streamable_http_client
+
+    failure: BaseException | None = None
+    try:
+        async with (
+            httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0)) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            return len((await client.list_tools()).tools)
+    except Exception as exc:  # noqa: BLE001 - the SDK wraps failures in exception groups
+        failure = _leaf(exc)
+    if isinstance(failure, SourceError):
+        raise failure
+    if isinstance(failure, OAuthFlowError):
+        raise SourceError(f"the login to '{server}' failed: {failure}") from failure
+    raise SourceError(
+        f"the login to '{server}' failed: {type(failure).__name__}: {failure}"
+    ) from failure
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _registered_port(client: object) -> int | None:
+    if not isinstance(client, Mapping):
+        return None
+    uris = client.get("redirect_uris") or []
+    if not uris:
+        return None
+    parts = urlsplit(str(uris[0]))
+    return parts.port if parts.hostname == "127.0.0.1" else None
+
+
+class _Loopback:
+    """A one-shot HTTP listener on 127.0.0.1 for the authorization redirect (RFC 8252 §7.3)."""
+
+    def __init__(self) -> None:
+        self.answer: asyncio.Future[AuthorizationCodeResult] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}/callback"
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, port: int | None) -> AsyncGenerator[_Loopback, None]:
+        listener = cls()
+        try:
+            server = await asyncio.start_server(listener._serve, "127.0.0.1", port or 0)
+        except OSError:
+            server = await asyncio.start_server(listener._serve, "127.0.0.1", 0)
+        listener._server = server
+        listener.port = server.sockets[0].getsockname()[1]
+        try:
+            yield listener
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        try:
+            line = (await asyncio.wait_for(reader.readline(), 10)).decode("latin-1")
+            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = line.split()
+            target = urlsplit(parts[1]) if len(parts) >= 2 else urlsplit("/")
+            if target.path != "/callback":
+                await _reply(writer, 404, "Not found.")
+                return
+            query = {k: v[0] for k, v in parse_qs(target.query).items()}
+            if "error" in query:
+                said = query.get("error_description") or query["error"]
+                await _reply(writer, 400, f"The login was refused: {said}")
+                if not self.answer.done():
+                    self.answer.set_exception(SourceError(f"the login was refused: {said}"))
+                return
+            if "code" not in query:
+                await _reply(writer, 400, "No authorization code in this answer.")
+                return
+            await _reply(writer, 200, "Logged in. You can close this tab and return to toolnexus.")
+            if not self.answer.done():
+                self.answer.set_result(
+                    AuthorizationCodeResult(
+                        code=query["code"], state=query.get("state"), iss=query.get("iss")
+                    )
+                )
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _reply(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    body = f"<!doctype html><title>toolnexus</title><p>{html.escape(text)}</p>".encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
