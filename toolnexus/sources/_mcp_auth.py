@@ -426,7 +426,7 @@ def _user_login_class() -> type[Any]:
                                 # one refresh, then the request again.
                                 retried = True
                                 await flow.aclose()
-                                self.context.token_expiry_time = 0.0
+                                self.context.token_expiry_time = 1.0  # long past (0 means "never")
                                 flow = super()._auth_flow(request)
                                 outgoing = await flow.__anext__()
                                 continue
@@ -492,13 +492,23 @@ def make_auth(
 
 def _client_credentials(url: str, settings: AuthSettings) -> httpx2.Auth:
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.client.auth.utils import union_scopes
     from mcp.shared.exceptions import MCPDeprecationWarning
+
+    class _Headless(ClientCredentialsOAuthProvider):
+        """The SDK's client-credentials provider, asking for the manifest's scopes too: on a
+        401 the SDK replaces them with the scopes the server's challenge names."""
+
+        async def _perform_authorization(self) -> httpx2.Request:
+            metadata = self.context.client_metadata
+            metadata.scope = union_scopes(metadata.scope, " ".join(settings.scopes) or None)
+            return await super()._perform_authorization()
 
     assert settings.client_id is not None and settings.client_secret is not None
     with warnings.catch_warnings():
         # Without `issuer` the SDK warns that 3.0 will require it; the README says to give it.
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return ClientCredentialsOAuthProvider(
+        return _Headless(
             url,
             _MemoryLogin(),
             settings.client_id,
@@ -560,7 +570,9 @@ async def login(
             out.flush()
             opener = open_browser or webbrowser.open
             try:
-                outcome = opener(authorization_url)
+                # In a thread: a browser command may wait for its window to close, and the
+                # answer it brings must find this loop free to serve the listener.
+                outcome = await asyncio.to_thread(opener, authorization_url)
                 if asyncio.iscoroutine(outcome):
                     await outcome
             except Exception as exc:  # noqa: BLE001 - no browser here: the printed URL serves
@@ -716,3 +728,33 @@ async def _reply(writer: asyncio.StreamWriter, status: int, text: str) -> None:
     writer.write(head.encode() + body)
     with contextlib.suppress(ConnectionError):
         await writer.drain()
+
+
+def find_server(manifest: Any, server: str) -> tuple[str, str, AuthSettings]:
+    """The name, URL and auth of `server`: a name under the manifest's `mcp_servers:` (a path
+    loaded here), or an http(s) URL (then `auth: oauth` with no options).
+
+    Raises:
+        ConfigError: the server is not in the manifest, is not HTTP, or has no `auth:`.
+        ManifestError: the manifest does not load.
+    """
+    from ..manifest import load_manifest
+    from .mcp import McpServerSpec
+
+    if server.startswith(("http://", "https://")):
+        return server, server, AuthSettings(grant="authorization_code")
+    loaded = load_manifest(manifest)
+    decls = {decl.name: decl for decl in loaded.mcp_servers}
+    decl = decls.get(server)
+    if decl is None:
+        known = ", ".join(sorted(decls)) or "none"
+        raise ConfigError(f"no MCP server {server!r} in {manifest} (its servers: {known})")
+    spec = McpServerSpec.from_mapping(decl.name, decl.spec, base_dir=decl.base_dir)
+    if spec.url is None:
+        raise ConfigError(f"the MCP server {server!r} runs over stdio: nothing to log in to")
+    if spec.auth is None:
+        raise ConfigError(
+            f"the MCP server {server!r} has no `auth:`; add `auth: oauth` to its entry in "
+            f"{manifest} first"
+        )
+    return spec.name, spec.url, spec.auth
