@@ -224,7 +224,11 @@ def test_client_credentials_headless(
     with create_toolkit(manifest) as toolkit:
         status = toolkit.status()["docs"]
         assert status["state"] == "failed"
-        assert "401" in status["reason"], status["reason"]
+        assert status["reason"].startswith(
+            "the authorization server of 'docs' refused its client credentials ("
+        ), status["reason"]
+        assert "invalid_client" in status["reason"]
+        assert "check `client_id` and `client_secret`" in status["reason"]
 
 
 def test_client_credentials_step_up_is_headless(

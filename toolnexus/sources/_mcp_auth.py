@@ -44,9 +44,13 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthSettings",
     "LoginProblem",
+    "describe_flow_error",
+    "describe_refusal",
+    "find_server",
     "login",
     "logout",
     "make_auth",
+    "oauth_hint",
     "parse_auth",
 ]
 
@@ -228,6 +232,40 @@ def oauth_hint(server: str, status: int, www_authenticate: str | None) -> str | 
         f"HTTP {status}: the MCP server '{server}' uses OAuth; add `auth: oauth` to its manifest "
         f"entry and run `toolnexus login {server}`"
     )
+
+
+def describe_refusal(
+    server: str, settings: AuthSettings, status: int, problem: LoginProblem | None
+) -> str:
+    """A 401/403 from a server with `auth:`, in words, with the command that fixes it."""
+    if problem is not None and problem.status == status:
+        return problem.message(server)
+    if settings.grant == "client_credentials":
+        return (
+            f"HTTP {status}: the MCP server '{server}' refused the token obtained with its client "
+            "credentials; check that the client has access (and the `scopes` it asks for)"
+        )
+    if status == 403:
+        return (
+            f"HTTP 403: the MCP server '{server}' refused this login (it is valid but has no "
+            f"access here); log in as someone who has access with `toolnexus login {server}`"
+        )
+    return LoginProblem(kind="missing", status=status).message(server)
+
+
+def describe_flow_error(server: str, settings: AuthSettings, exc: BaseException) -> str | None:
+    """An error of the SDK's OAuth flow (metadata, registration, token endpoint) in words;
+    None for any other exception."""
+    from mcp.client.auth import OAuthFlowError
+
+    if not isinstance(exc, OAuthFlowError):
+        return None
+    if settings.grant == "client_credentials":
+        return (
+            f"the authorization server of '{server}' refused its client credentials ({exc}); "
+            "check `client_id` and `client_secret` (and `issuer`, if given)"
+        )
+    return f"OAuth for '{server}' failed ({exc}); run `toolnexus login {server}`"
 
 
 # -- the token file as the SDK's TokenStorage -------------------------------------------------

@@ -44,7 +44,14 @@ import anyio
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
-from ._mcp_auth import AuthSettings, LoginProblem, oauth_hint, parse_auth
+from ._mcp_auth import (
+    AuthSettings,
+    LoginProblem,
+    describe_flow_error,
+    describe_refusal,
+    oauth_hint,
+    parse_auth,
+)
 from ._mcp_convert import (
     HttpStatus,
     build_tools,
@@ -898,6 +905,10 @@ class McpServer:
             return f"cannot reach {_redact_url(self.spec.url or '')}: {exc}"
         if exc is None:
             return "the connection ended before the handshake finished" + tail
+        if self.spec.auth is not None and (
+            flow := describe_flow_error(self.spec.name, self.spec.auth, exc)
+        ):
+            return flow
         return f"{type(exc).__name__}: {exc}{tail}"
 
     def _set_login(self, problem: LoginProblem | None) -> None:
@@ -909,11 +920,9 @@ class McpServer:
         status = conn.http_status
         if status is None or status[0] not in (401, 403):
             return None
-        if self._login is not None and self._login.status == status[0]:
-            return self._login.message(self.spec.name)
         if self.spec.auth is None:
             return oauth_hint(self.spec.name, status[0], conn.www_authenticate)
-        return None
+        return describe_refusal(self.spec.name, self.spec.auth, status[0], self._login)
 
     def _install(
         self, listing: Sequence[mcp_types.Tool], protocol_version: str | None, conn: _Connection
@@ -1053,6 +1062,11 @@ class McpServer:
             if refusal is not None:
                 self._last_error = refusal
                 raise ToolError(f"'{mcp_name}' was refused: {refusal}") from exc
+            auth = self.spec.auth
+            flow = auth and describe_flow_error(self.spec.name, auth, leaf_exception(exc))
+            if flow:
+                self._last_error = flow
+                raise ToolError(f"'{mcp_name}' failed: {flow}") from exc
             error = translate_error(
                 exc,
                 server=self.spec.name,
