@@ -174,3 +174,14 @@ def test_store_survives_concurrent_writers_and_a_damaged_file(tmp_path: Path) ->
     store.update("http://127.0.0.1/0", lambda r: r.update(ok=True))
     assert store.get("http://127.0.0.1/0") == {"ok": True}
     assert os.stat(store.path).st_mode & 0o077 == 0
+
+
+def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### Authorization (OAuth)") :]
+    block = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
+    monkeypatch.setenv("BILLING_CLIENT_ID", "id")
+    monkeypatch.setenv("BILLING_CLIENT_SECRET", "secret")
+    path = tmp_path / "tools.yaml"
+    path.write_text("version: 1\n" + block)
+    assert check_manifest(path) == (0, 3)
