@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
 }
 
 

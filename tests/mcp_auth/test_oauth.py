@@ -203,6 +203,18 @@ def test_client_id_metadata_document_is_used_instead_of_registration(
         assert not toolkit.execute("whoami", {}).is_error
 
 
+def test_pre_registered_client_id_skips_registration(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser, parse_auth({"oauth": {"client_id": "pre-registered"}}))
+    state = protected.state()
+    assert state["counts"]["register"] == 0
+    assert state["authorize_client_ids"] == ["pre-registered"]
+    auth = "auth: {oauth: {client_id: pre-registered}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
 def test_client_credentials_headless(
     protected: Protected, token_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -408,6 +408,7 @@ def _user_login_class() -> type[Any]:
             self._storage = storage
             self._browser = browser
             self._on_problem = on_problem
+            self._metadata_saved = False
 
         async def _initialize(self) -> None:
             await super()._initialize()
@@ -457,7 +458,9 @@ def _user_login_class() -> type[Any]:
                         challenge = _challenge(response, extract_field_from_www_auth)
                         if challenge is None:
                             self._on_problem(None)
-                            self._storage.save_metadata(self.context)
+                            if not self._metadata_saved:  # once: it costs a read of the file
+                                self._metadata_saved = True
+                                self._storage.save_metadata(self.context)
                         elif self._browser is None:
                             if challenge == 401 and not retried and self._can_refresh():
                                 # Refused before its known expiry (revoked, clock skew):

@@ -170,6 +170,8 @@ class McpServerSpec:
                 f"McpServerSpec {self.name!r} needs exactly one of `command` (stdio) and `url` "
                 "(HTTP); McpServerSpec.from_mapping checks a manifest entry"
             )
+        if self.auth is not None and self.url is None:
+            raise UsageError(f"McpServerSpec {self.name!r}: `auth` needs an HTTP server (`url`)")
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
