@@ -210,7 +210,7 @@ class Verifier:
         )
 
 
-def mcp_server(issuer: str, resource: str) -> Any:
+def mcp_server(issuer: str, resource: str, json_response: bool = False) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = MCPServer(
@@ -234,7 +234,24 @@ def mcp_server(issuer: str, resource: str) -> Any:
         """Something that needs the admin scope."""
         return "admin done"
 
-    app = server.streamable_http_app()
+    arrived: list[asyncio.Event] = []
+
+    @server.tool()
+    async def rendezvous() -> str:
+        """Wait (up to 5 s) for a second concurrent call: "together" when one came."""
+        mine = asyncio.Event()
+        arrived.append(mine)
+        if len(arrived) % 2 == 0:
+            for event in arrived[-2:]:
+                event.set()
+        try:
+            await asyncio.wait_for(mine.wait(), 5)
+        except TimeoutError:
+            arrived.remove(mine)
+            return "alone"
+        return "together"
+
+    app = server.streamable_http_app(json_response=json_response)
     metadata_url = f"{resource.rsplit('/mcp', 1)[0]}/.well-known/oauth-protected-resource/mcp"
 
     async def step_up(scope: Any, receive: Any, send: Any) -> None:
@@ -289,6 +306,7 @@ async def main() -> None:
     parser.add_argument("--as-port", type=int, required=True)
     parser.add_argument("--mcp-port", type=int, required=True)
     parser.add_argument("--access-ttl", type=int, default=3600)
+    parser.add_argument("--json-response", action="store_true")
     options = parser.parse_args()
     issuer = f"http://127.0.0.1:{options.as_port}"
     resource = f"http://127.0.0.1:{options.mcp_port}/mcp"
@@ -303,7 +321,7 @@ async def main() -> None:
         ),
         uvicorn.Server(
             uvicorn.Config(
-                mcp_server(issuer, resource),
+                mcp_server(issuer, resource, options.json_response),
                 host="127.0.0.1",
                 port=options.mcp_port,
                 log_level="warning",

@@ -77,6 +77,35 @@ def test_login_then_calls_work_without_a_browser(
         assert access not in path.read_text(errors="replace")
 
 
+async def _both(toolkit: object) -> list[str]:
+    calls = [toolkit.aexecute("rendezvous", {}) for _ in range(2)]  # type: ignore[attr-defined]
+    return [result.content for result in await asyncio.gather(*calls)]
+
+
+def test_calls_on_one_connection_run_concurrently(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The SDK's provider holds a lock until each answer's headers arrive; with a token in
+    hand the calls must not queue behind each other (each waits for the other to arrive)."""
+    from toolnexus import acreate_toolkit
+
+    _login(protected.url, browser)
+    robot = "auth: {client_credentials: {client_id: robot, client_secret: s3cret}}"
+
+    async def run(manifest: Path) -> list[str]:
+        toolkit = await acreate_toolkit(manifest)
+        try:
+            assert not (await toolkit.aexecute("whoami", {})).is_error
+            return await _both(toolkit)
+        finally:
+            await toolkit.aclose()
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert asyncio.run(run(_manifest(tmp_path / "a", protected.url))) == ["together"] * 2
+    assert asyncio.run(run(_manifest(tmp_path / "b", protected.url, robot))) == ["together"] * 2
+
+
 def test_two_manifests_share_one_login(
     protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
 ) -> None:

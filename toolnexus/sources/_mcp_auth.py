@@ -447,6 +447,14 @@ def _user_login_class() -> type[Any]:
         async def _auth_flow(
             self, request: httpx2.Request
         ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            if _token_in_hand(self):
+                # The SDK's flow holds its lock until the answer's headers arrive, which
+                # serializes every call on the connection; with a valid token there is nothing
+                # to guard. A challenge falls through to the whole flow.
+                self._add_auth_header(request)
+                response = yield request
+                if _challenge(response, extract_field_from_www_auth) is None:
+                    return
             flow = super()._auth_flow(request)
             refresh_failed = False
             retried = False
@@ -511,6 +519,15 @@ def _challenge(response: httpx2.Response, field: Callable[[Any, str], str | None
     return None
 
 
+def _token_in_hand(provider: Any) -> bool:
+    """The provider holds a token that is not known to be expired, and no flow is running."""
+    return bool(
+        provider._initialized
+        and provider.context.is_token_valid()
+        and not provider.context.lock.locked()
+    )
+
+
 def _is_refresh(request: httpx2.Request) -> bool:
     return request.method == "POST" and b"grant_type=refresh_token" in request.content
 
@@ -533,12 +550,31 @@ def make_auth(
 
 def _client_credentials(url: str, settings: AuthSettings) -> httpx2.Auth:
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-    from mcp.client.auth.utils import union_scopes
+    from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
     from mcp.shared.exceptions import MCPDeprecationWarning
 
     class _Headless(ClientCredentialsOAuthProvider):
         """The SDK's client-credentials provider, asking for the manifest's scopes too: on a
         401 the SDK replaces them with the scopes the server's challenge names."""
+
+        async def _auth_flow(
+            self, request: httpx2.Request
+        ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            if _token_in_hand(self):  # as in `_UserLogin._auth_flow`
+                self._add_auth_header(request)
+                response = yield request
+                if _challenge(response, extract_field_from_www_auth) is None:
+                    return
+            flow = super()._auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
 
         async def _perform_authorization(self) -> httpx2.Request:
             metadata = self.context.client_metadata
