@@ -61,6 +61,12 @@ def test_login_then_calls_work_without_a_browser(
     assert query["code_challenge_method"] == ["S256"] and query["code_challenge"]
     assert query["resource"] == [protected.url]
     assert protected.state()["counts"]["register"] == 1  # dynamic client registration
+    record = TokenStore(token_file).get(protected.url)
+    assert record is not None
+    # Found from the 401's WWW-Authenticate, kept for refreshes in later processes.
+    assert record["resource_metadata"]["resource"] == protected.url
+    assert record["auth_server"].rstrip("/") == protected.issuer
+    assert record["server_metadata"]["token_endpoint"] == f"{protected.issuer}/token"
 
     with create_toolkit(_manifest(project, protected.url)) as toolkit:
         result = toolkit.execute("whoami", {})
