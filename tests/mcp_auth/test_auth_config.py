@@ -185,3 +185,26 @@ def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mo
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\n" + block)
     assert check_manifest(path) == (0, 3)
+
+
+def test_login_names_the_servers_of_the_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolnexus.cli import main
+
+    monkeypatch.setenv("TOOLNEXUS_TOKEN_STORE", str(tmp_path / "tokens.json"))
+    path = tmp_path / "tools.yaml"
+    path.write_text(
+        f"version: 1\nmcp_servers:\n  docs:\n    url: {URL}\n    auth: oauth\n"
+        f"  plain:\n    url: {URL}\n  local:\n    command: echo\n"
+    )
+    assert main(["login", "nope", "-m", str(path)]) == 1
+    assert "no MCP server 'nope'" in capsys.readouterr().err
+    assert main(["login", "plain", "-m", str(path)]) == 1
+    assert "has no `auth:`; add `auth: oauth`" in capsys.readouterr().err
+    assert main(["login", "local", "-m", str(path)]) == 1
+    assert "runs over stdio" in capsys.readouterr().err
+    assert main(["logout", "docs", "-m", str(path)]) == 0
+    assert "no login stored for 'docs'" in capsys.readouterr().out
+    assert main(["login", "docs", "-m", str(tmp_path / "missing.yaml")]) == 1
+    assert "no such file" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import html
 import logging
 import time
@@ -366,6 +367,7 @@ class _Browser:
     answer: Callable[[], Awaitable[AuthorizationCodeResult]]
 
 
+@functools.cache
 def _user_login_class() -> type[Any]:
     """`_UserLogin`, defined on first use: its base class is in the SDK, imported lazily."""
     from mcp.client.auth import OAuthClientProvider
