@@ -29,7 +29,6 @@ import html
 import logging
 import time
 import warnings
-import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -647,6 +646,8 @@ async def login(
         async def send_user(authorization_url: str) -> None:
             out.write(f"Open this URL to log in to '{server}':\n  {authorization_url}\n")
             out.flush()
+            import webbrowser
+
             opener = open_browser or webbrowser.open
             try:
                 # In a thread: a browser command may wait for its window to close, and the
