@@ -208,3 +208,22 @@ def test_login_names_the_servers_of_the_manifest(
     assert "no login stored for 'docs'" in capsys.readouterr().out
     assert main(["login", "docs", "-m", str(tmp_path / "missing.yaml")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_refusals_in_words() -> None:
+    from toolnexus.sources._mcp_auth import LoginProblem, describe_refusal, oauth_hint
+
+    user = AuthSettings(grant="authorization_code")
+    robot = AuthSettings(grant="client_credentials", client_id="r", client_secret="s")
+    expired = LoginProblem(kind="expired", status=401)
+    assert describe_refusal("docs", user, 401, expired) == expired.message("docs")
+    assert describe_refusal("docs", user, 401, None) == (
+        "HTTP 401: the MCP server 'docs' needs a login; run `toolnexus login docs`"
+    )
+    forbidden = describe_refusal("docs", user, 403, expired)  # not the 401 recorded
+    assert forbidden.startswith("HTTP 403: the MCP server 'docs' refused this login")
+    assert "client credentials" in describe_refusal("docs", robot, 401, None)
+    challenge = 'Bearer resource_metadata="http://x/.well-known/oauth-protected-resource"'
+    assert oauth_hint("x", 401, challenge) is not None
+    assert oauth_hint("x", 401, 'Basic realm="x"') is None
+    assert oauth_hint("x", 404, challenge) is None
