@@ -68,7 +68,8 @@ async def _bench(url: str) -> None:
 
     from toolnexus import acreate_toolkit
     from toolnexus._tokens import TokenStore
-    from toolnexus.sources._mcp_auth import AuthSettings, login
+    from toolnexus.sources._mcp_auth import AuthSettings
+    from toolnexus.sources._mcp_login import login
 
     async def browser(authorization_url: str) -> None:
         async with httpx.AsyncClient(follow_redirects=True) as client:

@@ -529,7 +529,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_login(args: argparse.Namespace) -> int:
-    from .sources._mcp_auth import find_server, login, logout
+    from .sources._mcp_login import find_server, login, logout
 
     if not args.server.startswith(("http://", "https://")):
         _require_file(args.manifest)

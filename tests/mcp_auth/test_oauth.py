@@ -22,7 +22,8 @@ from toolnexus import create_toolkit
 from toolnexus._tokens import TokenStore
 from toolnexus.cli import main as cli_main
 from toolnexus.errors import SourceError
-from toolnexus.sources._mcp_auth import AuthSettings, login, parse_auth
+from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
+from toolnexus.sources._mcp_login import login
 
 from .conftest import Protected, ScriptedBrowser
 
