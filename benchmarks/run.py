@@ -1239,6 +1239,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "langchain": lambda: __import__("integration_langchain").bench(),
     "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
     "tool_search": lambda: __import__("tool_search").bench_tool_search(),
+    "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
 }
 
 

@@ -231,7 +231,7 @@ def _commands() -> list[tuple[str, list[str]]]:
 
 def test_the_readme_lists_every_command() -> None:
     assert sorted(c for c, _ in _commands()) == sorted(
-        ["validate", "list", "call", "schema", "doctor", "watch", "serve"]
+        ["validate", "list", "call", "schema", "doctor", "watch", "serve", "login", "logout"]
     )
 
 

@@ -118,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="worker processes for stateless HTTP (implies --stateless)",
     )
+    for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
+        p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
+        p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
+        p.add_argument("-m", "--manifest", type=Path, default=Path("tools.yaml"), metavar="FILE")
     return parser
 
 
@@ -222,6 +226,10 @@ def _report_servers(status: dict[str, Any], out: Any) -> bool:
             else str(info.get("reason") or info.get("last_error") or state)
         )
         shown = _paint("ok", "32", out) if good else _paint(state, "31", out)
+        if info.get("login"):
+            good_all = False
+            shown = _paint(f"login {info['login']}", "33", out)
+            detail = str(info.get("reason") or info.get("last_error") or detail)
         out.write(f"  mcp {name:<12} {shown}  {detail}\n")
         for skipped in info.get("skipped") or ():
             mark = _paint("skipped", "33", out)
@@ -406,6 +414,11 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     out.write(f"sandbox     best mechanism: {support.best}\n")
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
         out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
+    from ._tokens import TokenStore
+
+    store = TokenStore()
+    logins = _plural(len(store.servers()), "login")
+    out.write(f"tokens      {store.path} ({logins})\n")
     rg = _ripgrep()
     fallback = "grep/glob use the pure-Python fallback; pip install 'toolnexus[builtin]'"
     out.write(f"ripgrep     {ok if rg else no}  {rg or fallback}\n")
@@ -515,6 +528,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_login(args: argparse.Namespace) -> int:
+    from .sources._mcp_login import find_server, login, logout
+
+    if not args.server.startswith(("http://", "https://")):
+        _require_file(args.manifest)
+    name, url, settings = find_server(args.manifest, args.server)
+    if args.command == "logout":
+        sys.stdout.write(logout(name, url) + "\n")
+        return EXIT_OK
+    sys.stdout.write(asyncio.run(login(name, url, settings, out=sys.stdout)) + "\n")
+    return EXIT_OK
+
+
 def _require_file(path: Path) -> None:
     if not path.exists():
         raise CliError(f"{path}: no such file", hint="Give the path of a manifest (tools.yaml).")
@@ -528,4 +554,6 @@ _COMMANDS = {
     "doctor": _cmd_doctor,
     "watch": _cmd_watch,
     "serve": _cmd_serve,
+    "login": _cmd_login,
+    "logout": _cmd_login,
 }

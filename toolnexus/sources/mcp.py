@@ -44,6 +44,14 @@ import anyio
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
+from ._mcp_auth import (
+    AuthSettings,
+    LoginProblem,
+    describe_flow_error,
+    describe_refusal,
+    oauth_hint,
+    parse_auth,
+)
 from ._mcp_convert import (
     HttpStatus,
     build_tools,
@@ -108,6 +116,7 @@ _KEYS = (
     "required",
     "approval",
     "sandbox",
+    "auth",
 )
 _TYPES = {
     "stdio": "stdio",
@@ -152,6 +161,8 @@ class McpServerSpec:
     """Bytes of one message from the server; a call whose answer is longer fails unread."""
     required: bool = False
     """True: toolkit creation fails when this server does not connect."""
+    auth: AuthSettings | None = None
+    """HTTP: OAuth (`auth: oauth`, a stored user login) or client credentials."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -159,6 +170,8 @@ class McpServerSpec:
                 f"McpServerSpec {self.name!r} needs exactly one of `command` (stdio) and `url` "
                 "(HTTP); McpServerSpec.from_mapping checks a manifest entry"
             )
+        if self.auth is not None and self.url is None:
+            raise UsageError(f"McpServerSpec {self.name!r}: `auth` needs an HTTP server (`url`)")
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -190,6 +203,8 @@ class McpServerSpec:
             shown.append(f"max_message={self.max_message!r}")
         if self.required:
             shown.append("required=True")
+        if self.auth is not None:
+            shown.append(f"auth={self.auth!r}")
         return f"McpServerSpec({', '.join(shown)})"
 
     @classmethod
@@ -211,8 +226,8 @@ class McpServerSpec:
                 raise ConfigError(f"unknown key {key!r}{_did_you_mean(str(key), _KEYS)}", field=key)
         kind = _transport_type(spec)
         if kind == "stdio":
-            if "url" in spec or "headers" in spec:
-                bad = "url" if "url" in spec else "headers"
+            if "url" in spec or "headers" in spec or "auth" in spec:
+                bad = next(k for k in ("url", "headers", "auth") if k in spec)
                 raise ConfigError(
                     f"`{bad}` belongs to HTTP servers; this entry runs `command` (stdio)", field=bad
                 )
@@ -244,7 +259,14 @@ class McpServerSpec:
             stdio = {
                 "url": _url(spec.get("url")),
                 "headers": _pairs(spec.get("headers", {}), "headers"),
+                "auth": parse_auth(spec.get("auth")),
             }
+            if stdio["auth"] is not None and any(
+                k.lower() == "authorization" for k, _ in stdio["headers"]
+            ):
+                raise ConfigError(
+                    "give either `auth:` or an Authorization header, not both", field="auth"
+                )
         prefix = spec.get("prefix", "")
         if not isinstance(prefix, str):
             raise ConfigError(f"expected a string, got {_kind(prefix)}", field="prefix")
@@ -468,6 +490,9 @@ class McpServerStatus:
     """Tools of the latest listing left out as malformed."""
     tools_changed: int = 0
     """How many times the tool list changed after start (notifications, restarts)."""
+    login: str | None = None
+    """`auth: oauth` servers that refused the stored login: `missing`, `expired` or
+    `insufficient_scope` (`reason` or `last_error` names the `toolnexus login` to run)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -484,6 +509,7 @@ class McpServerStatus:
             "unconfined": self.unconfined,
             "skipped": [s.to_dict() for s in self.skipped],
             "tools_changed": self.tools_changed,
+            "login": self.login,
         }
 
 
@@ -515,6 +541,8 @@ class _Connection:
         """How the server broke the protocol (stdio), which ended this connection."""
         self.http_status: HttpStatus | None = None
         """The latest HTTP error answer on this connection (the SDK keeps only a stand-in)."""
+        self.www_authenticate: str | None = None
+        """The `WWW-Authenticate` header of that answer, if any."""
         self.session: Client | None = None
         """The SDK client, from its creation (for the negotiated protocol version)."""
         self.skipped: dict[str, str] = {}
@@ -543,6 +571,7 @@ class _Connection:
         if response.status_code >= 400:
             url = str(response.request.url) if response.request is not None else ""
             self.http_status = (response.status_code, response.reason_phrase, _redact_url(url))
+            self.www_authenticate = response.headers.get("www-authenticate")
 
     def screen_listing(self, result: dict[str, Any]) -> None:
         """Drop the malformed entries of a raw `tools/list` answer, recording why, so the SDK
@@ -630,6 +659,8 @@ class McpServer:
         self._unconfined = False
         self._skipped: tuple[SkippedTool, ...] = ()
         self._tools_changed = 0
+        self._login: LoginProblem | None = None
+        """Why the server refused the stored OAuth login, until a request succeeds."""
 
     @property
     def name(self) -> str:
@@ -659,6 +690,7 @@ class McpServer:
             unconfined=self._unconfined,
             skipped=self._skipped,
             tools_changed=self._tools_changed,
+            login=self._login.kind if self._login is not None else None,
         )
 
     def tools(self) -> list[Tool]:
@@ -804,8 +836,14 @@ class McpServer:
 
             from ._mcp_http import BoundedTransport
 
+            auth = None
+            if spec.auth is not None:
+                from ._mcp_auth import make_auth
+
+                auth = make_auth(spec.url, spec.auth, on_problem=self._set_login)
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
+                    auth=auth,
                     headers=dict(spec.headers),
                     timeout=httpx2.Timeout(30.0, read=300.0),
                     transport=BoundedTransport(spec.max_message),
@@ -853,6 +891,9 @@ class McpServer:
         if conn.broken is not None:
             return f"the server broke the MCP protocol on stdout: {conn.broken}{tail}"
         if conn.http_status is not None and isinstance(exc, MCPError):
+            refusal = self._refusal(conn)
+            if refusal is not None:
+                return refusal
             return f"the server answered {describe_http_status(conn.http_status)}"
         if isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
             return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
@@ -866,7 +907,24 @@ class McpServer:
             return f"cannot reach {_redact_url(self.spec.url or '')}: {exc}"
         if exc is None:
             return "the connection ended before the handshake finished" + tail
+        if self.spec.auth is not None and (
+            flow := describe_flow_error(self.spec.name, self.spec.auth, exc)
+        ):
+            return flow
         return f"{type(exc).__name__}: {exc}{tail}"
+
+    def _set_login(self, problem: LoginProblem | None) -> None:
+        self._login = problem
+
+    def _refusal(self, conn: _Connection) -> str | None:
+        """A 401/403 in words: which login is missing, expired or short of scope, and the
+        command that fixes it; None for other failures."""
+        status = conn.http_status
+        if status is None or status[0] not in (401, 403):
+            return None
+        if self.spec.auth is None:
+            return oauth_hint(self.spec.name, status[0], conn.www_authenticate)
+        return describe_refusal(self.spec.name, self.spec.auth, status[0], self._login)
 
     def _install(
         self, listing: Sequence[mcp_types.Tool], protocol_version: str | None, conn: _Connection
@@ -1002,6 +1060,15 @@ class McpServer:
             if session_lost(exc, conn.http_status):
                 # An HTTP server that restarted forgets its sessions: reconnect next call.
                 conn.mark_ended()
+            refusal = self._refusal(conn) if _http_stand_in(exc) else None
+            if refusal is not None:
+                self._last_error = refusal
+                raise ToolError(f"'{mcp_name}' was refused: {refusal}") from exc
+            auth = self.spec.auth
+            flow = auth and describe_flow_error(self.spec.name, auth, leaf_exception(exc))
+            if flow:
+                self._last_error = flow
+                raise ToolError(f"'{mcp_name}' failed: {flow}") from exc
             error = translate_error(
                 exc,
                 server=self.spec.name,
@@ -1062,6 +1129,14 @@ class McpServer:
             f"the MCP server '{self.spec.name}' is down ({self._reason}); "
             f"it will be retried in {wait:.1f} s"
         )
+
+
+def _http_stand_in(exc: BaseException) -> bool:
+    """The SDK's error for a request the server answered with an HTTP error status."""
+    from mcp.shared.exceptions import MCPError
+
+    leaf = leaf_exception(exc)
+    return isinstance(leaf, MCPError) and leaf.error.message == "Server returned an error response"
 
 
 def _backoff(failures: int) -> float:

@@ -1,0 +1,361 @@
+"""OAuth for streamable-HTTP MCP servers, end to end: a real authorization server and an
+`MCPServer` behind the SDK's bearer middleware (servers.py, in a subprocess), the login driven
+by a scripted browser through the loopback redirect, then toolkits that use the stored login
+without a browser."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from toolnexus import create_toolkit
+from toolnexus._tokens import TokenStore
+from toolnexus.cli import main as cli_main
+from toolnexus.errors import SourceError
+from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
+from toolnexus.sources._mcp_login import login
+
+from .conftest import Protected, ScriptedBrowser
+
+ROOT = Path(__file__).parents[2]
+
+
+def _manifest(folder: Path, url: str, auth: str = "auth: oauth", extra: str = "") -> Path:
+    path = folder / "tools.yaml"
+    path.write_text(f"version: 1\nmcp_servers:\n  docs:\n    url: {url}\n    {auth}\n{extra}")
+    return path
+
+
+def _login(url: str, browser: ScriptedBrowser, settings: AuthSettings | None = None) -> str:
+    out = io.StringIO()
+    said = asyncio.run(
+        login(
+            "docs",
+            url,
+            settings or AuthSettings(grant="authorization_code"),
+            out=out,
+            open_browser=browser,
+        )
+    )
+    assert browser.visited and browser.visited[-1] in out.getvalue()  # the URL is printed
+    return said
+
+
+def test_login_then_calls_work_without_a_browser(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    said = _login(protected.url, browser)
+    assert "logged in to 'docs'" in said
+    query = parse_qs(urlsplit(browser.visited[0]).query)
+    assert query["code_challenge_method"] == ["S256"] and query["code_challenge"]
+    assert query["resource"] == [protected.url]
+    assert protected.state()["counts"]["register"] == 1  # dynamic client registration
+    record = TokenStore(token_file).get(protected.url)
+    assert record is not None
+    # Found from the 401's WWW-Authenticate, kept for refreshes in later processes.
+    assert record["resource_metadata"]["resource"] == protected.url
+    assert record["auth_server"].rstrip("/") == protected.issuer
+    assert record["server_metadata"]["token_endpoint"] == f"{protected.issuer}/token"
+
+    with create_toolkit(_manifest(project, protected.url)) as toolkit:
+        result = toolkit.execute("whoami", {})
+        assert not result.is_error, result.content
+        assert result.content == "you are logged in"
+        assert toolkit.status()["docs"]["login"] is None
+    assert len(browser.visited) == 1  # the toolkit never asked for a browser
+
+    # The token file: outside the project, 0600 in a 0700 folder, holding the tokens.
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    access = TokenStore(token_file).get(protected.url)["tokens"]["access_token"]  # type: ignore[index]
+    for path in project.rglob("*"):
+        assert access not in path.read_text(errors="replace")
+
+
+async def _both(toolkit: object) -> list[str]:
+    calls = [toolkit.aexecute("rendezvous", {}) for _ in range(2)]  # type: ignore[attr-defined]
+    return [result.content for result in await asyncio.gather(*calls)]
+
+
+def test_calls_on_one_connection_run_concurrently(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The SDK's provider holds a lock until each answer's headers arrive; with a token in
+    hand the calls must not queue behind each other (each waits for the other to arrive)."""
+    from toolnexus import acreate_toolkit
+
+    _login(protected.url, browser)
+    robot = "auth: {client_credentials: {client_id: robot, client_secret: s3cret}}"
+
+    async def run(manifest: Path) -> list[str]:
+        toolkit = await acreate_toolkit(manifest)
+        try:
+            assert not (await toolkit.aexecute("whoami", {})).is_error
+            return await _both(toolkit)
+        finally:
+            await toolkit.aclose()
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert asyncio.run(run(_manifest(tmp_path / "a", protected.url))) == ["together"] * 2
+    assert asyncio.run(run(_manifest(tmp_path / "b", protected.url, robot))) == ["together"] * 2
+
+
+def test_two_manifests_share_one_login(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        with create_toolkit(_manifest(tmp_path / name, protected.url)) as toolkit:
+            assert not toolkit.execute("whoami", {}).is_error
+    assert protected.state()["counts"]["code"] == 1
+
+
+def test_expired_access_token_is_refreshed_silently(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    store = TokenStore(token_file)
+    first = store.get(protected.url)["tokens"]  # type: ignore[index]
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+        # The server ends the access token before its stated expiry: one refresh, no error.
+        protected.expire()
+        result = toolkit.execute("whoami", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["refresh"] == 1
+    second = store.get(protected.url)["tokens"]  # type: ignore[index]
+    assert second["refresh_token"] != first["refresh_token"]  # the rotated token was saved
+
+    # Past its stated expiry (a fresh process reads it from the file): refreshed before use.
+    store.update(protected.url, lambda record: record.update(expires_at=time.time() - 5))
+    protected.expire()
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        result = toolkit.execute("whoami", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["refresh"] == 2
+    assert len(browser.visited) == 1
+
+
+def test_dead_refresh_token_says_expired_and_names_the_command(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    protected.revoke()
+    manifest = _manifest(tmp_path, protected.url)
+    with create_toolkit(manifest) as toolkit:
+        status = toolkit.status()["docs"]
+        assert status["state"] == "failed"
+        assert status["login"] == "expired"
+        assert "has expired and could not be refreshed" in status["reason"]
+        assert "run `toolnexus login docs`" in status["reason"]
+        assert "HTTP 401" in status["reason"]
+    assert TokenStore(token_file).get(protected.url)["expired"] is True  # type: ignore[index]
+
+    required = _manifest(tmp_path, protected.url, extra="    required: true\n")
+    with pytest.raises(SourceError, match=r"expired.*toolnexus login docs"):
+        create_toolkit(required)
+    assert len(browser.visited) == 1
+
+    # Logging in again mends it.
+    _login(protected.url, browser)
+    with create_toolkit(manifest) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
+def test_missing_login_fails_clearly_without_registering(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    manifest = _manifest(tmp_path, protected.url)
+    with create_toolkit(manifest) as toolkit:
+        status = toolkit.status()["docs"]
+        assert status["login"] == "missing"
+        assert status["reason"] == (
+            "HTTP 401: the MCP server 'docs' needs a login; run `toolnexus login docs`"
+        )
+        result = toolkit.execute("whoami", {})
+        assert result.is_error  # the tool was never listed
+    with pytest.raises(SourceError, match="needs a login; run `toolnexus login docs`"):
+        create_toolkit(_manifest(tmp_path, protected.url, extra="    required: true\n"))
+    counts = protected.state()["counts"]
+    assert counts["register"] == 0 and counts["authorize"] == 0  # nothing happened behind us
+    assert not token_file.exists()
+
+
+def test_step_up_on_insufficient_scope(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    manifest = _manifest(tmp_path, protected.url)
+    with create_toolkit(manifest) as toolkit:
+        result = toolkit.execute("admin_op", {})
+        assert result.is_error
+        assert "HTTP 403 insufficient_scope" in result.content
+        assert "(it asks for: mcp admin)" in result.content
+        assert "run `toolnexus login docs` to grant it" in result.content
+        assert toolkit.status()["docs"]["login"] == "insufficient_scope"
+        assert not toolkit.execute("whoami", {}).is_error  # the session is still usable
+    assert TokenStore(token_file).get(protected.url)["wanted_scope"] == "mcp admin"  # type: ignore[index]
+
+    _login(protected.url, browser)  # asks for the scope the server wanted
+    assert "admin" in parse_qs(urlsplit(browser.visited[-1]).query)["scope"][0].split()
+    with create_toolkit(manifest) as toolkit:
+        result = toolkit.execute("admin_op", {})
+        assert not result.is_error, result.content
+        assert result.content == "admin done"
+    assert "wanted_scope" not in TokenStore(token_file).get(protected.url)  # type: ignore[operator]
+
+
+def test_manifest_scopes_are_asked_for(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser
+) -> None:
+    _login(protected.url, browser, parse_auth({"oauth": {"scopes": ["mcp", "admin"]}}))
+    assert parse_qs(urlsplit(browser.visited[0]).query)["scope"][0].split() == ["mcp", "admin"]
+
+
+def test_client_id_metadata_document_is_used_instead_of_registration(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    document = "https://client.example/toolnexus.json"
+    _login(protected.url, browser, parse_auth({"oauth": {"client_metadata_url": document}}))
+    state = protected.state()
+    assert state["counts"]["register"] == 0
+    assert state["authorize_client_ids"] == [document]
+    auth = f"auth: {{oauth: {{client_metadata_url: '{document}'}}}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
+def test_pre_registered_client_id_skips_registration(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser, parse_auth({"oauth": {"client_id": "pre-registered"}}))
+    state = protected.state()
+    assert state["counts"]["register"] == 0
+    assert state["authorize_client_ids"] == ["pre-registered"]
+    auth = "auth: {oauth: {client_id: pre-registered}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
+def test_client_credentials_headless(
+    protected: Protected, token_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROBOT_ID", "robot")
+    monkeypatch.setenv("ROBOT_SECRET", "s3cret")
+    auth = (
+        "auth: {client_credentials: {client_id: '${ROBOT_ID}', client_secret: "
+        "'${ROBOT_SECRET}', scopes: [mcp, admin]}}"
+    )
+    manifest = _manifest(tmp_path, protected.url, auth)
+    with create_toolkit(manifest) as toolkit:
+        assert "s3cret" not in repr(toolkit.status())
+        result = toolkit.execute("admin_op", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["client_credentials"] == 1
+    assert not token_file.exists()  # client-credentials tokens stay in memory
+
+    monkeypatch.setenv("ROBOT_SECRET", "wrong")
+    with create_toolkit(manifest) as toolkit:
+        status = toolkit.status()["docs"]
+        assert status["state"] == "failed"
+        assert status["reason"].startswith(
+            "the authorization server of 'docs' refused its client credentials ("
+        ), status["reason"]
+        assert "invalid_client" in status["reason"]
+        assert "check `client_id` and `client_secret`" in status["reason"]
+
+
+def test_client_credentials_step_up_is_headless(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    """Asked for `mcp` only, then challenged for `admin`: a second grant with both, no
+    person involved."""
+    auth = "auth: {client_credentials: {client_id: robot, client_secret: s3cret, scopes: [mcp]}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        result = toolkit.execute("admin_op", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["client_credentials"] == 2
+
+
+def test_server_without_auth_says_to_add_it(protected: Protected, tmp_path: Path) -> None:
+    path = tmp_path / "tools.yaml"
+    path.write_text(f"version: 1\nmcp_servers:\n  docs:\n    url: {protected.url}\n")
+    with create_toolkit(path) as toolkit:
+        reason = toolkit.status()["docs"]["reason"]
+    assert reason == (
+        "HTTP 401: the MCP server 'docs' uses OAuth; add `auth: oauth` to its manifest entry "
+        "and run `toolnexus login docs`"
+    )
+
+
+def test_doctor_reports_the_server_that_needs_a_login(
+    protected: Protected, token_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = _manifest(tmp_path, protected.url)
+    assert cli_main(["doctor", str(manifest)]) == 1
+    out = capsys.readouterr().out
+    assert f"tokens      {token_file} (0 logins)" in out
+    line = next(line for line in out.splitlines() if "mcp docs" in line)
+    assert "login missing" in line and "run `toolnexus login docs`" in line
+
+
+BROWSER_SCRIPT = """
+import sys, httpx
+answer = httpx.get(sys.argv[1], follow_redirects=True, timeout=10)
+open(sys.argv[2], "w").write(str(answer.status_code))
+"""
+
+
+def test_cli_login_and_logout(protected: Protected, token_file: Path, tmp_path: Path) -> None:
+    """`toolnexus login` in its own process, the system browser being a script ($BROWSER)."""
+    manifest = _manifest(tmp_path, protected.url)
+    script = tmp_path / "browser.py"
+    script.write_text(BROWSER_SCRIPT)
+    seen = tmp_path / "browser-status"
+    env = {
+        **os.environ,
+        "BROWSER": f"{sys.executable} {script} %s {seen}",
+        "PYTHONPATH": str(ROOT),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "login", "docs", "-m", str(manifest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Open this URL to log in to 'docs':" in run.stdout
+    assert f"tokens saved in {token_file}" in run.stdout
+    assert seen.read_text() == "200"
+    assert TokenStore(token_file).get(protected.url) is not None
+
+    logout = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "logout", "docs", "-m", str(manifest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert logout.returncode == 0, logout.stderr
+    assert "logged out of 'docs'" in logout.stdout
+    assert TokenStore(token_file).get(protected.url) is None
+    assert json.loads(token_file.read_text()) == {}
+    with create_toolkit(manifest) as toolkit:
+        assert toolkit.status()["docs"]["login"] == "missing"

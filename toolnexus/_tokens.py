@@ -1,0 +1,125 @@
+"""The per-user store of OAuth logins for MCP servers: one JSON file outside every project.
+
+Tokens belong to a person, not to a manifest, so they live under the user's config folder
+(`$XDG_CONFIG_HOME/toolnexus/tokens.json`, else `~/.config/toolnexus/tokens.json`; the file
+`$TOOLNEXUS_TOKEN_STORE` instead when set). The folder is made 0700 and the file 0600; every
+write goes to a temporary file in the same folder and is renamed over the old one, under an
+advisory lock, so a crash or two processes logging in at once never leave half a file.
+
+Records are keyed by the server's URL (without fragment), so two manifests that name the same
+server share one login. A record holds what the OAuth flow needs to act again without a browser:
+the tokens with their absolute expiry, the client registration, and the metadata discovered for
+the server (its protected-resource and authorization-server documents), so that a refresh in a
+fresh process goes to the real token endpoint. The keyring is not used: it would be one more
+dependency with a daemon behind it that headless machines lack, and it would only hold what the
+0600 file already protects from other users.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["TokenStore", "server_key", "token_store_path"]
+
+_FILE = "tokens.json"
+
+
+def token_store_path() -> Path:
+    """Where logins are kept: `$TOOLNEXUS_TOKEN_STORE`, else the user's config folder."""
+    override = os.environ.get("TOOLNEXUS_TOKEN_STORE")
+    if override:
+        return Path(override).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config).expanduser() / "toolnexus" / _FILE
+
+
+def server_key(url: str) -> str:
+    """The key of a server's record: its URL without fragment, scheme and host lower-cased."""
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc.rpartition("@")[2].lower()
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
+
+
+class TokenStore:
+    """Read and change the records of one token file. Each method reads the file afresh, so
+    two processes (a `toolnexus login` and a running agent) see each other's changes."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else token_store_path()
+
+    def get(self, url: str) -> dict[str, Any] | None:
+        """The record of the server at `url`, or None when there is none."""
+        record = self._read().get(server_key(url))
+        return dict(record) if isinstance(record, dict) else None
+
+    def servers(self) -> list[str]:
+        """The URLs that have a record, sorted."""
+        return sorted(self._read())
+
+    def update(self, url: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply `change` to the server's record (created empty when missing) and save."""
+        with self._locked():
+            data = self._read()
+            record = data.get(server_key(url))
+            record = dict(record) if isinstance(record, dict) else {}
+            change(record)
+            data[server_key(url)] = record
+            self._write(data)
+
+    def remove(self, url: str) -> bool:
+        """Forget the server's login; True when there was one."""
+        with self._locked():
+            data = self._read()
+            if data.pop(server_key(url), None) is None:
+                return False
+            self._write(data)
+            return True
+
+    # -- the file ----------------------------------------------------------------------------
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError:
+            # A damaged store holds nothing usable; the next login rewrites it.
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, data: dict[str, Any]) -> None:
+        fd, temp = tempfile.mkstemp(prefix=".tokens-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out, indent=1, sort_keys=True)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        folder = self.path.parent
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.name == "toolnexus":
+            os.chmod(folder, 0o700)  # our own folder: nobody else may list it
+        lock = os.open(folder / f".{self.path.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(lock)
