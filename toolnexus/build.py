@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import httpx
 
     from .manifest import Manifest, ServerDecl, ToolDecl
+    from .sources._mcp_callbacks import McpHandlers
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
@@ -93,6 +94,7 @@ async def build_generation(
         ManifestError: every problem of the manifest and its tools, located.
         SourceError: a required MCP server did not start.
     """
+    from .sources._mcp_callbacks import McpHandlers
     from .toolkit import Generation
 
     stack = AsyncExitStack()
@@ -119,6 +121,8 @@ async def build_generation(
                 issues=issues,
                 connect=connect,
                 toolkit=toolkit,
+                handlers=McpHandlers(elicitation=options.elicitation, sampling=options.sampling),
+                roots=[Path(r) for r in roots],
             )
             tools += server_tools
         issues.raise_if_any()
@@ -488,6 +492,8 @@ async def _build_servers(
     issues: Issues,
     connect: bool,
     toolkit: Toolkit | None,
+    handlers: McpHandlers | None = None,
+    roots: Sequence[Path] = (),
 ) -> list[Tool]:
     from .sources.mcp import McpServer, McpServerSpec, connect_all
 
@@ -527,6 +533,8 @@ async def _build_servers(
                 sandbox=sandbox,
                 workspace=workspace,
                 on_tools_changed=_on_tools_changed(toolkit) if toolkit is not None else None,
+                handlers=handlers,
+                roots=roots,
             )
             fresh.append(server)
         servers[key] = server

@@ -25,8 +25,10 @@ from .middleware import Middleware
 from .registry import Registry
 
 if TYPE_CHECKING:
+    from .base import ProgressCallback
     from .build import Builtins
     from .reload import ReloadEvent, Watcher
+    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
 
 T = TypeVar("T")
 
@@ -188,13 +190,26 @@ class Toolkit:
         call_id: str | None = None,
         middleware: Sequence[Middleware] = (),
         approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> Result:
-        """Run one call; never raises (failures are error results the model can read)."""
+        """Run one call; never raises (failures are error results the model can read).
+
+        `progress` receives the call's `Progress` reports (an MCP server's progress
+        notifications, a Python tool's `ctx.report_progress`), on the toolkit's loop.
+        `elicitation` and `sampling` answer the questions an MCP server asks during this call,
+        instead of the handlers given to `create_toolkit`."""
+        hooks: dict[str, Any] = {
+            "progress": progress,
+            "elicitation": elicitation,
+            "sampling": sampling,
+        }
         if self._state is not ToolkitState.OPEN:
             return self._closed_result(name, call_id)
         if asyncio.get_running_loop() is not self._loop:
             coro = self.aexecute(
-                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver, **hooks
             )
             try:
                 handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -216,7 +231,7 @@ class Toolkit:
             self._calls.add(task)
         try:
             return await gen.executor.execute(
-                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver, **hooks
             )
         except asyncio.CancelledError:
             if task is None or self._state is ToolkitState.OPEN:
@@ -253,14 +268,30 @@ class Toolkit:
         call_id: str | None = None,
         middleware: Sequence[Middleware] = (),
         approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> Result:
-        """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
+        """Synchronous `aexecute`: safe from plain threads and from inside other event loops.
+
+        The `progress`, `elicitation` and `sampling` callbacks run on the toolkit's own loop
+        thread, not on the calling thread: keep them quick, or hand the work to your thread."""
         if self._state is not ToolkitState.OPEN:
             return self._closed_result(name, call_id)
+        hooks: dict[str, Any] = {
+            "progress": progress,
+            "elicitation": elicitation,
+            "sampling": sampling,
+        }
         try:
             return self._run(
                 self.aexecute(
-                    name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                    name,
+                    arguments,
+                    call_id=call_id,
+                    middleware=middleware,
+                    approver=approver,
+                    **hooks,
                 )
             )
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
@@ -466,6 +497,10 @@ class ToolkitOptions:
     """Builtin name (`"*"` for all) -> its options, from `builtins=` (see `builtin_options`)."""
     workspace: Path | None = None
     env: Mapping[str, str] | None = None
+    elicitation: ElicitationHandler | None = None
+    """Answers MCP servers' `elicitation/create`; None: the capability is not declared."""
+    sampling: SamplingHandler | None = None
+    """Answers MCP servers' `sampling/createMessage`; None: the capability is not declared."""
 
 
 async def acreate_toolkit(
@@ -479,6 +514,8 @@ async def acreate_toolkit(
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> Toolkit:
     """Build a toolkit on the running event loop (see `create_toolkit` for the arguments).
 
@@ -494,6 +531,8 @@ async def acreate_toolkit(
         builtins=builtins,
         workspace=workspace,
         env=env,
+        elicitation=elicitation,
+        sampling=sampling,
     )
     return await _create(options, asyncio.get_running_loop(), None, watch=watch)
 
@@ -509,6 +548,8 @@ def create_toolkit(
     workspace: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     watch: bool = False,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> Toolkit:
     """Load a manifest (or nothing) and return a ready `Toolkit`.
 
@@ -527,6 +568,9 @@ def create_toolkit(
             current directory).
         env: the environment used for `${VAR}` interpolation (default: `os.environ`).
         watch: reload automatically when the manifest or a tool's code changes.
+        elicitation: answers MCP servers' `elicitation/create` (form and URL modes), sync or
+            async; without it the capability is not declared and servers cannot ask.
+        sampling: answers MCP servers' `sampling/createMessage`, likewise.
 
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
@@ -542,6 +586,8 @@ def create_toolkit(
         builtins=builtins,
         workspace=workspace,
         env=env,
+        elicitation=elicitation,
+        sampling=sampling,
     )
     loop_thread = LoopThread()
     try:
@@ -561,6 +607,8 @@ def _options(
     builtins: Builtins,
     workspace: str | Path | None,
     env: Mapping[str, str] | None,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> ToolkitOptions:
     from .build import builtin_options
 
@@ -573,6 +621,8 @@ def _options(
         builtins=builtin_options(builtins),
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
+        elicitation=elicitation,
+        sampling=sampling,
     )
 
 

@@ -44,6 +44,8 @@ import anyio
 from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
+from ._mcp_call import call_tool, set_log_level
+from ._mcp_callbacks import InFlight, McpHandlers, client_options, log_level_of
 from ._mcp_convert import (
     HttpStatus,
     build_tools,
@@ -55,6 +57,7 @@ from ._mcp_convert import (
     to_result,
     translate_error,
 )
+from ._mcp_tasks import task_tools
 
 if TYPE_CHECKING:
     import mcp_types
@@ -108,6 +111,9 @@ _KEYS = (
     "required",
     "approval",
     "sandbox",
+    "reset_timeout_on_progress",
+    "max_total_timeout",
+    "log_level",
 )
 _TYPES = {
     "stdio": "stdio",
@@ -152,6 +158,13 @@ class McpServerSpec:
     """Bytes of one message from the server; a call whose answer is longer fails unread."""
     required: bool = False
     """True: toolkit creation fails when this server does not connect."""
+    reset_timeout_on_progress: bool = False
+    """Each progress notification of a call restarts its `timeout` (the TypeScript SDK's
+    `resetTimeoutOnProgress`); `max_total_timeout` and the call's deadline still bound it."""
+    max_total_timeout: float | None = None
+    """Seconds a call may take in all, however much progress it reports."""
+    log_level: str | None = None
+    """The lowest MCP log level the server should send (`logging/setLevel`); None: its own."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -190,6 +203,10 @@ class McpServerSpec:
             shown.append(f"max_message={self.max_message!r}")
         if self.required:
             shown.append("required=True")
+        for key in ("reset_timeout_on_progress", "max_total_timeout", "log_level"):
+            value = getattr(self, key)
+            if value:
+                shown.append(f"{key}={value!r}")
         return f"McpServerSpec({', '.join(shown)})"
 
     @classmethod
@@ -253,6 +270,13 @@ class McpServerSpec:
         required = spec.get("required", False)
         if not isinstance(required, bool):
             raise ConfigError(f"expected true or false, got {_kind(required)}", field="required")
+        reset = spec.get("reset_timeout_on_progress", False)
+        if not isinstance(reset, bool):
+            raise ConfigError(
+                f"expected true or false, got {_kind(reset)}", field="reset_timeout_on_progress"
+            )
+        max_total = spec.get("max_total_timeout")
+        log_level = spec.get("log_level")
         return cls(
             name=name,
             prefix=prefix,
@@ -265,6 +289,11 @@ class McpServerSpec:
             max_output=_size(spec.get("max_output", DEFAULT_MAX_OUTPUT), "max_output"),
             max_message=_size(spec.get("max_message", DEFAULT_MAX_MESSAGE), "max_message"),
             required=required,
+            reset_timeout_on_progress=reset,
+            max_total_timeout=(
+                None if max_total is None else _seconds(max_total, "max_total_timeout")
+            ),
+            log_level=None if log_level is None else log_level_of(log_level),
             **stdio,
         )
 
@@ -596,6 +625,8 @@ class McpServer:
         sandbox: SandboxPolicy | None = None,
         workspace: Path,
         on_tools_changed: ToolsChangedCallback | None = None,
+        handlers: McpHandlers | None = None,
+        roots: Sequence[Path] = (),
     ) -> None:
         """Prepare the connection; nothing runs until `start()`.
 
@@ -606,8 +637,16 @@ class McpServer:
             on_tools_changed: called (sync or async) with this server whenever its tool list
                 changes after `start()`: a `tools/list_changed` notification, or a restart
                 that brought different tools.
+            handlers: the application's elicitation and sampling handlers; a capability is
+                declared to the server only when its handler is given.
+            roots: folders offered to the server on `roots/list` (after the workspace).
         """
         self.spec = spec
+        self.handlers = handlers or McpHandlers()
+        self.roots = tuple(dict.fromkeys((workspace, *roots)))
+        self._inflight = InFlight()
+        self._task_support: dict[str, str] = {}
+        """The server's tool names whose `execution.taskSupport` is given, with its value."""
         self.sandbox = sandbox if spec.transport == "stdio" else None
         self.workspace = workspace
         self.on_tools_changed = on_tools_changed
@@ -763,10 +802,18 @@ class McpServer:
                         _watched(await self._transport(stack, conn), conn),
                         message_handler=self._message_handler(conn),
                         cache=None,
+                        **client_options(
+                            self.spec.name,
+                            handlers=self.handlers,
+                            inflight=self._inflight,
+                            roots=self.roots,
+                            log_level=self.spec.log_level,
+                        ),
                     )
                     conn.session = client
                     try:
                         await stack.enter_async_context(client)
+                        await set_log_level(client, self.spec.log_level, self.spec.name)
                         listing = await _list_all(client, conn)
                     except Exception as exc:
                         # Reported at once: the transport's shutdown (seconds, for a stdio
@@ -874,6 +921,9 @@ class McpServer:
         """Replace the tool list; True when it differs from the previous one."""
         if self._state is McpServerState.CLOSED:
             return False
+        capabilities = conn.session.server_capabilities if conn.session is not None else None
+        listing, self._task_support, no_task = task_tools(listing, capabilities)
+        conn.skipped.update(no_task)
         self._skipped = tuple(
             SkippedTool(tool=name, reason=reason) for name, reason in conn.skipped.items()
         )
@@ -997,7 +1047,17 @@ class McpServer:
         if remaining is not None and (timeout is None or remaining < timeout):
             timeout = remaining
         try:
-            raw = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout)
+            with self._inflight.running(ctx):
+                raw = await call_tool(
+                    client,
+                    mcp_name,
+                    arguments,
+                    ctx=ctx,
+                    timeout=self.spec.timeout if self.spec.reset_timeout_on_progress else timeout,
+                    reset_on_progress=self.spec.reset_timeout_on_progress,
+                    max_total=self.spec.max_total_timeout,
+                    as_task=self._task_support.get(mcp_name) == "required",
+                )
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
             if session_lost(exc, conn.http_status):
                 # An HTTP server that restarted forgets its sessions: reconnect next call.
