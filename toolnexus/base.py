@@ -219,7 +219,7 @@ def _jsonable(value: Any) -> JSON:
     return str(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Progress:
     """One progress report of a running call: from an MCP server's `notifications/progress`
     or a Python tool's `ctx.report_progress`."""

@@ -55,7 +55,7 @@ _PYTHON_LEVELS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServerRequest:
     """A question an MCP server asked: which server, during which call, and the SDK's params
     (`mcp_types.ElicitRequestFormParams` / `ElicitRequestURLParams` for elicitation,
@@ -78,7 +78,7 @@ SamplingHandler = Callable[[ServerRequest], Any]
 (or `CreateMessageResultWithTools`, `ErrorData`), or a string (the assistant's text reply)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class McpHandlers:
     """The toolkit-wide handlers given to `create_toolkit`; identical handlers compare equal,
     so a reload keeps the sessions they were declared on."""
