@@ -19,7 +19,8 @@ FEATURES = str(HERE / "features_server.py")
 
 def stdio_entry(legacy: bool = True, **extra: Any) -> dict[str, Any]:
     args = [FEATURES, "--legacy"] if legacy else [FEATURES]
-    return {"command": sys.executable, "args": args, **extra}
+    # A long connect_timeout: this machine is shared, and the servers import the whole SDK.
+    return {"command": sys.executable, "args": args, "connect_timeout": 60, **extra}
 
 
 def manifest(**servers: dict[str, Any]) -> dict[str, Any]:
