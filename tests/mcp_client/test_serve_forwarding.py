@@ -20,11 +20,11 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_progress_elicitation_and_sampling_reach_the_serve_client() -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None]] = []
     asked: list[types.ElicitRequestParams] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
@@ -47,7 +47,7 @@ async def test_progress_elicitation_and_sampling_reach_the_serve_client() -> Non
             named = await client.call_tool("ask_name", {})
             summed = await client.call_tool("summarize", {"text": "long"})
     assert worked.content[0].text == "did 2 steps"  # type: ignore[union-attr]
-    assert progress == [(1, 2, "step 1"), (2, 2, "step 2")]
+    assert seen == [(1, 2, "step 1"), (2, 2, "step 2")]
     assert named.content[0].text == "hello Grace"  # type: ignore[union-attr]
     assert asked[0].message == "What is your name?"
     assert summed.content[0].text == "model client-model said: tl;dr"  # type: ignore[union-attr]
