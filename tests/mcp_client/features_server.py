@@ -10,7 +10,17 @@ import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import Annotations, CallToolResult, ImageContent, SamplingMessage, TextContent
+from mcp_types import (
+    Annotations,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    ImageContent,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
 from pydantic import BaseModel
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -38,6 +48,18 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept":
         return f"hello {answer.data.name}"
     return f"no name: {answer.action}"
+
+
+@server.tool(structured_output=False)
+async def ask_by_input(ctx: Context) -> CallToolResult | InputRequiredResult:
+    """Asks the user's name the 2026-07-28 way: an InputRequiredResult the client answers."""
+    answer = (ctx.input_responses or {}).get("name")
+    if not isinstance(answer, ElicitResult):
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        question = ElicitRequestFormParams(message="Your name?", requested_schema=schema)
+        return InputRequiredResult(input_requests={"name": ElicitRequest(params=question)})
+    name = (answer.content or {}).get("name") if answer.action == "accept" else answer.action
+    return CallToolResult(content=[TextContent(text=f"hello {name}")])
 
 
 @server.tool()

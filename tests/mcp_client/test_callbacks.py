@@ -196,3 +196,41 @@ async def test_bad_options_are_located_errors(key: str, value: object, tmp_path:
     with pytest.raises(ManifestError) as err:
         await acreate_toolkit(path)
     assert "tools.yaml:5" in str(err.value) and key in str(err.value)
+
+
+@pytest.mark.parametrize("where", ["modern", "http"])
+async def test_modern_questions_find_their_call_among_concurrent_calls(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    server = {"url": request.getfixturevalue("http_url")} if where == "http" else stdio_entry(False)
+
+    def answer_for(name: str) -> Any:
+        async def handler(asked: ServerRequest) -> dict[str, str]:
+            await asyncio.sleep(0.2)  # the calls overlap
+            return {"name": f"{name}/{asked.call_id}"}
+
+        return handler
+
+    async with await acreate_toolkit(manifest(f=server), elicitation=answer_for("toolkit")) as tk:
+        results = await asyncio.gather(
+            *(
+                tk.aexecute("ask_by_input", {}, call_id=f"c{i}", elicitation=answer_for(f"n{i}"))
+                for i in range(3)
+            )
+        )
+    assert [r.content for r in results] == ["hello n0/c0", "hello n1/c1", "hello n2/c2"]
+
+
+async def test_legacy_questions_with_several_calls_in_flight() -> None:
+    async with await acreate_toolkit(
+        manifest(f=stdio_entry()), elicitation=lambda r: {"name": f"toolkit/{r.call_id}"}
+    ) as tk:
+        busy = asyncio.create_task(tk.aexecute("work", {"steps": 1, "pause": 3}))
+        await asyncio.sleep(0.5)
+        shared = await tk.aexecute("ask_name", {})
+        own = await tk.aexecute("ask_name", {}, elicitation=lambda r: {"name": "mine"})
+        await busy
+    # the toolkit's handler answers when no running call has its own (the call is unknown)
+    assert shared.content == "hello toolkit/None"
+    # a per-call handler with another call running: nobody can tell who asked, so refused
+    assert own.is_error and "cannot tell which of its running calls" in own.content

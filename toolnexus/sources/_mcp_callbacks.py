@@ -4,9 +4,10 @@
 A server's question arrives on the session, not on the call that caused it, so each server
 keeps an `InFlight` record of its running calls: on 2026-07-28 sessions the question is resolved
 inside the call's own task (a context variable names the call exactly); on handshake-era
-sessions it arrives on the session's reader task, and is put to the one call in flight (with
-several in flight and per-call handlers that differ, nobody can tell which call asked, and the
-question is refused rather than sent to the wrong user).
+sessions it arrives on the session's reader task, and is put to the one call in flight. With
+several in flight it goes to the toolkit's handler (without a call id), unless one of them has
+a handler of its own: then nobody can tell which call asked, and the question is refused
+rather than sent to the wrong user.
 
 A capability is declared to a server only when a handler exists for it, so a server never asks
 a question nobody can answer; without one the SDK's refusal stands, as it always has.
@@ -108,6 +109,11 @@ class InFlight:
             self._calls.pop(id(ctx), None)
             _asking.reset(token)
 
+    def overrides(self, kind: str) -> bool:
+        """Whether a running call has its own handler of `kind` (then asking the toolkit's
+        handler instead could answer for the wrong user)."""
+        return any(getattr(ctx, kind) is not None for ctx in self._calls.values())
+
     def asker(self) -> tuple[ToolContext | None, bool]:
         """The call that asked, and whether that is certain (False: several were running)."""
         ctx = _asking.get()
@@ -186,7 +192,7 @@ def _question_callback(
         handler = default
         if ctx is not None:
             handler = getattr(ctx, kind) or default
-        elif not certain:
+        elif not certain and inflight.overrides(kind):
             return ErrorData(
                 code=INVALID_REQUEST,
                 message=f"the client cannot tell which of its running calls this {kind} "
