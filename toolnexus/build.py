@@ -156,6 +156,8 @@ async def build_generation(
         if previous is not None:
             # Only a successful build takes servers over; a failed one leaves them to `previous`.
             previous.carry.setdefault("adopted", set()).update(adopted)
+            for key in adopted:  # a kept session learns of changed `roots:`
+                await servers[key].set_roots([Path(r) for r in roots])
         return gen
     except BaseException:
         for server in fresh:

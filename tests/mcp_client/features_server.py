@@ -18,6 +18,7 @@ from mcp_types import (
     ElicitResult,
     ImageContent,
     InputRequiredResult,
+    NotificationParams,
     SamplingMessage,
     TextContent,
 )
@@ -96,6 +97,24 @@ async def my_roots(ctx: Context) -> str:
     """Lists the client's roots."""
     listing = await ctx.session.list_roots()
     return "\n".join(str(root.uri) for root in listing.roots)
+
+
+roots_changes: list[None] = []
+
+
+async def _roots_changed(ctx: object, params: NotificationParams) -> None:
+    roots_changes.append(None)
+
+
+server._lowlevel_server.add_notification_handler(
+    "notifications/roots/list_changed", NotificationParams, _roots_changed
+)
+
+
+@server.tool()
+async def roots_changed() -> int:
+    """How many times the client said its roots changed."""
+    return len(roots_changes)
 
 
 @server.tool()

@@ -161,6 +161,34 @@ async def test_roots_are_the_workspace_and_the_manifest_roots(tmp_path: Any) -> 
     assert result.content.splitlines() == [tmp_path.resolve().as_uri(), extra.resolve().as_uri()]
 
 
+async def test_a_reload_that_changes_roots_tells_the_kept_session(tmp_path: Any) -> None:
+    import json
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    path = tmp_path / "tools.json"
+
+    def write(*roots: Any) -> None:
+        spec = {**manifest(f=stdio_entry()), "roots": [str(r) for r in roots]}
+        path.write_text(json.dumps(spec))
+
+    write(first)
+    async with await acreate_toolkit(path) as tk:
+        before = await tk.aexecute("my_roots", {})
+        write(first, second)
+        await tk.areload()
+        after = await tk.aexecute("my_roots", {})
+        for _ in range(100):  # the notification and the next call race on the server
+            told = await tk.aexecute("roots_changed", {})
+            if told.content != "0":
+                break
+            await asyncio.sleep(0.05)
+        assert tk.status()["f"]["restarts"] == 0  # the same session, kept
+    assert before.content.splitlines()[1:] == [first.resolve().as_uri()]
+    assert after.content.splitlines()[1:] == [first.resolve().as_uri(), second.resolve().as_uri()]
+    assert told.content == "1"
+
+
 async def test_content_keeps_its_order_and_annotations(entry: dict[str, Any]) -> None:
     async with await acreate_toolkit(manifest(f=entry)) as tk:
         result = await tk.aexecute("mixed", {})

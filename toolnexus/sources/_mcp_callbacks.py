@@ -38,6 +38,7 @@ __all__ = [
     "ServerRequest",
     "client_options",
     "log_level_of",
+    "roots_changed",
 ]
 
 logger = logging.getLogger("toolnexus.mcp")
@@ -145,7 +146,7 @@ def client_options(
     *,
     handlers: McpHandlers,
     inflight: InFlight,
-    roots: Sequence[Path],
+    roots: Callable[[], Sequence[Path]],
     log_level: str | None,
 ) -> dict[str, Any]:
     """Keyword arguments for `mcp.Client`: identity, callbacks and the modern log opt-in."""
@@ -154,7 +155,7 @@ def client_options(
     options: dict[str, Any] = {
         "client_info": Implementation(name="toolnexus", version=toolnexus_version()),
         "logging_callback": _logging_callback(server),
-        "list_roots_callback": _roots_callback(tuple(roots)),
+        "list_roots_callback": _roots_callback(roots),
     }
     if log_level is not None:
         options["log_level"] = log_level
@@ -262,12 +263,27 @@ def _logging_callback(server: str) -> Any:
     return log
 
 
-def _roots_callback(roots: tuple[Path, ...]) -> Any:
+def _roots_callback(roots: Callable[[], Sequence[Path]]) -> Any:
     async def list_roots(context: Any) -> mcp_types.ListRootsResult:
         from mcp_types import ListRootsResult, Root
 
         return ListRootsResult(
-            roots=[Root(uri=root.as_uri(), name=root.name or str(root)) for root in roots]  # type: ignore[arg-type]
+            roots=[Root(uri=root.as_uri(), name=root.name or str(root)) for root in roots()]  # type: ignore[arg-type]
         )
 
     return list_roots
+
+
+async def roots_changed(client: Any, server: str) -> None:
+    """`notifications/roots/list_changed` on a handshake-era session (2026-07-28 has no
+    client notifications: such a server asks again when it needs to)."""
+    from mcp_types import RootsListChangedNotification
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return
+    try:
+        # The session's own method, not Client's: that one warns about 2026-07-28's deprecation.
+        await client.session.send_notification(RootsListChangedNotification())
+    except Exception as exc:  # noqa: BLE001 - a notification that cannot go costs nothing else
+        logger.debug("MCP server '%s': roots/list_changed not sent: %s", server, exc)

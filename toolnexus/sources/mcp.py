@@ -45,7 +45,7 @@ from .._suggest import did_you_mean
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import ConfigError, SourceError, ToolError, UsageError
 from ._mcp_call import call_tool, set_log_level
-from ._mcp_callbacks import InFlight, McpHandlers, client_options, log_level_of
+from ._mcp_callbacks import InFlight, McpHandlers, client_options, log_level_of, roots_changed
 from ._mcp_convert import (
     HttpStatus,
     build_tools,
@@ -724,6 +724,17 @@ class McpServer:
                 self._state = McpServerState.FAILED
             raise
 
+    async def set_roots(self, roots: Sequence[Path]) -> None:
+        """Offer other roots (after the workspace) from now on, and tell a connected server
+        (`notifications/roots/list_changed`, on handshake-era sessions)."""
+        new = tuple(dict.fromkeys((self.workspace, *roots)))
+        if new == self.roots:
+            return
+        self.roots = new
+        conn = self._conn
+        if conn is not None and conn.alive and conn.client is not None:
+            await roots_changed(conn.client, self.spec.name)
+
     async def aclose(self) -> None:
         """Shut the server down (stdio: close stdin, then SIGTERM, then SIGKILL, each bounded)
         and wait until its process and tasks are gone. Safe to call twice."""
@@ -806,7 +817,7 @@ class McpServer:
                             self.spec.name,
                             handlers=self.handlers,
                             inflight=self._inflight,
-                            roots=self.roots,
+                            roots=lambda: self.roots,
                             log_level=self.spec.log_level,
                         ),
                     )
