@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),
 }
 
 
