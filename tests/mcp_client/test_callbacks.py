@@ -165,7 +165,8 @@ async def test_a_reload_that_changes_roots_tells_the_kept_session(tmp_path: Any)
     import json
 
     first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir(), second.mkdir()
+    first.mkdir()
+    second.mkdir()
     path = tmp_path / "tools.json"
 
     def write(*roots: Any) -> None:
@@ -178,6 +179,7 @@ async def test_a_reload_that_changes_roots_tells_the_kept_session(tmp_path: Any)
         write(first, second)
         await tk.areload()
         after = await tk.aexecute("my_roots", {})
+        told = await tk.aexecute("roots_changed", {})
         for _ in range(100):  # the notification and the next call race on the server
             told = await tk.aexecute("roots_changed", {})
             if told.content != "0":
