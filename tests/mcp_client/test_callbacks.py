@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolnexus import Progress, ServerRequest, acreate_toolkit
+from toolnexus import Progress, ServerRequest, ToolContext, acreate_toolkit, tool
 from toolnexus.base import ImagePart, TextPart
 from toolnexus.errors import ManifestError
 
@@ -264,3 +264,40 @@ async def test_legacy_questions_with_several_calls_in_flight() -> None:
     assert shared.content == "hello toolkit/None"
     # a per-call handler with another call running: nobody can tell who asked, so refused
     assert own.is_error and "cannot tell which of its running calls" in own.content
+
+
+async def test_python_tools_report_progress_through_their_context() -> None:
+    @tool
+    async def crunch(n: int, ctx: ToolContext) -> str:
+        """Counts to n."""
+        for i in range(n):
+            await ctx.report_progress(i + 1, n, f"item {i + 1}")
+        return "done"
+
+    seen: list[Progress] = []
+
+    async def record(p: Progress) -> None:
+        seen.append(p)
+
+    async with await acreate_toolkit(extra_tools=[crunch]) as tk:
+        result = await tk.aexecute("crunch", {"n": 2}, progress=record, call_id="p1")
+        quiet = await tk.aexecute("crunch", {"n": 2})  # no callback: report_progress is a no-op
+    assert result.content == quiet.content == "done"
+    assert [(p.progress, p.total, p.message, p.call_id) for p in seen] == [
+        (1, 2, "item 1", "p1"),
+        (2, 2, "item 2", "p1"),
+    ]
+
+
+def test_sync_execute_runs_the_progress_callback_on_the_toolkit_loop_thread() -> None:
+    import threading
+
+    from toolnexus import create_toolkit
+
+    threads: list[str] = []
+    with create_toolkit(manifest(f=stdio_entry())) as tk:
+        result = tk.execute(
+            "work", {"steps": 2}, progress=lambda p: threads.append(threading.current_thread().name)
+        )
+    assert result.content == "did 2 steps"
+    assert len(threads) == 2 and threading.main_thread().name not in threads
