@@ -19,6 +19,10 @@ every `tools/list` answer is screened before the SDK parses it, so one malformed
 (and reported in `status`) instead of failing the listing; results keep `max_output` characters.
 `status` is computed when read: it tells the state of now, not of the build.
 
+What a server sends back during a call is handled beside this module: progress, timeouts
+restarted by progress and task tools in `_mcp_call` and `_mcp_tasks`; elicitation and sampling
+questions, log messages and roots in `_mcp_callbacks`.
+
 `import mcp` costs about a second, so the SDK is imported only when a server connects.
 """
 
