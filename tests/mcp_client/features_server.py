@@ -134,6 +134,14 @@ async def mixed() -> CallToolResult:
 
 
 @server.tool()
+async def capabilities(ctx: Context) -> str:
+    """The capabilities the client declared that can make a server ask: sorted, comma-joined."""
+    caps = ctx.client_capabilities
+    declared = [name for name in ("elicitation", "sampling", "roots") if getattr(caps, name, None)]
+    return ",".join(declared) or "none"
+
+
+@server.tool()
 async def whoami(ctx: Context) -> str:
     """The client's name and version, as it introduced itself."""
     info = ctx.session.client_params.client_info if ctx.session.client_params else None

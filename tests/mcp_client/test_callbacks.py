@@ -108,6 +108,22 @@ async def test_without_a_handler_the_capability_is_not_declared_and_the_call_is_
     assert still.content == "did 1 steps"
 
 
+async def test_capabilities_are_declared_only_for_the_handlers_given(
+    entry: dict[str, Any],
+) -> None:
+    async with await acreate_toolkit(manifest(f=entry)) as bare:
+        none = await bare.aexecute("capabilities", {})
+    async with await acreate_toolkit(manifest(f=entry), sampling=lambda r: "x") as some:
+        sampling = await some.aexecute("capabilities", {})
+    async with await acreate_toolkit(
+        manifest(f=entry), sampling=lambda r: "x", elicitation=lambda r: None
+    ) as both:
+        everything = await both.aexecute("capabilities", {})
+    assert none.content == "roots"
+    assert sampling.content == "sampling,roots"
+    assert everything.content == "elicitation,sampling,roots"
+
+
 async def test_a_handler_that_raises_gives_an_error_result_and_the_toolkit_keeps_serving() -> None:
     def broken(request: ServerRequest) -> Any:
         raise ValueError("no user here")
