@@ -83,3 +83,14 @@ async def test_a_cancelled_caller_cancels_the_task(tmp_path: Path) -> None:
         seen = await wait_for(log, "cancelled")
     task_id = seen[0].split()[1]
     assert f"cancel {task_id}" in seen
+
+
+async def test_with_reset_timeout_on_progress_a_working_task_keeps_its_call_alive(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "server.log"
+    idle = entry(log, timeout=0.5, reset_timeout_on_progress=True, max_total_timeout=30)
+    async with await acreate_toolkit(manifest(t=idle)) as tk:
+        # polled every 50 ms, each answer "working" restarts the 0.5 s window
+        result = await tk.aexecute("crunch", {"seconds": 1.5})
+    assert not result.is_error and result.content == "crunched for 1.5 s"

@@ -9,7 +9,8 @@ Timeouts. Without `reset_timeout_on_progress` the call gets `min(timeout, the ca
 left)`, enforced by the SDK. With it, `timeout` is an idle window that each progress
 notification restarts, inside a hard limit of `max_total_timeout` (from the call's start) and
 the call's own deadline: the scope here enforces both, and its cancellation makes the SDK send
-`notifications/cancelled`.
+`notifications/cancelled`. For a task tool, each `tasks/get` answer saying the task is still
+working restarts the window too (the SDK delivers no progress after the task was created).
 """
 
 from __future__ import annotations
@@ -57,9 +58,12 @@ async def call_tool(
     window = timeout if reset_on_progress else None
     scope = anyio.CancelScope(deadline=min(hard, start + window if window else math.inf))
 
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+    def alive() -> None:
         if window is not None:
             scope.deadline = min(hard, time.monotonic() + window)
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        alive()
         await ctx.report_progress(progress, total, message)
 
     listener = on_progress if (ctx.progress is not None or reset_on_progress) else None
@@ -69,7 +73,7 @@ async def call_tool(
             from ._mcp_tasks import call_as_task
 
             return await call_as_task(
-                client, name, arguments, progress=listener, timeout=sdk_timeout
+                client, name, arguments, progress=listener, timeout=sdk_timeout, alive=alive
             )
         return await client.call_tool(
             name, arguments, read_timeout_seconds=sdk_timeout, progress_callback=listener

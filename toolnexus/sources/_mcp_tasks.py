@@ -18,7 +18,7 @@ call that an agent waits on anyway. A `required` tool on a server that does not 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -72,8 +72,10 @@ async def call_as_task(
     *,
     progress: ProgressFnT | None,
     timeout: float | None,
+    alive: Callable[[], None] = lambda: None,
 ) -> mcp_types.CallToolResult:
-    """Create the task, wait for it, return its result; cancel it when given up.
+    """Create the task, wait for it, return its result; cancel it when given up. `alive` is
+    called for each poll that finds the task still working.
 
     Raises:
         TimeoutError: `timeout` (the whole task's) passed; the task was cancelled.
@@ -99,6 +101,8 @@ async def call_as_task(
             while task.get("status") == "working":
                 await anyio.sleep(_poll_seconds(task))
                 task = await _request(session, "tasks/get", {"taskId": task_id})
+                if task.get("status") == "working":
+                    alive()  # the server says it still works on it, like a progress report
             if task.get("status") == "cancelled":
                 raise ToolError(
                     f"the server cancelled the task of '{name}'"
