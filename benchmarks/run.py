@@ -1240,6 +1240,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
     "tool_search": lambda: __import__("tool_search").bench_tool_search(),
     "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
+    "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),
 }
 
 

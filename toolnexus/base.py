@@ -7,6 +7,7 @@ executor runs them, adapters turn them into provider shapes and back.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import logging
 import time
@@ -19,14 +20,18 @@ if TYPE_CHECKING:
     from .approval import ApprovalPolicy, Approver
     from .middleware import Middleware
     from .sandbox import SandboxPolicy
+    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
 
 __all__ = [
     "JSON",
     "AudioPart",
     "ImagePart",
     "Part",
+    "Progress",
+    "ProgressCallback",
     "ResourcePart",
     "Result",
+    "TextPart",
     "Tool",
     "ToolCall",
     "ToolContext",
@@ -50,6 +55,8 @@ class ImagePart:
     """The raw image bytes."""
     mime_type: str = "image/png"
     """`image/png`, `image/jpeg`, `image/gif` or `image/webp`."""
+    annotations: Mapping[str, Any] | None = None
+    """MCP content annotations as sent (`audience`, `priority`, `lastModified`), if any."""
 
     @property
     def base64(self) -> str:
@@ -62,6 +69,7 @@ class AudioPart:
 
     data: bytes
     mime_type: str = "audio/wav"
+    annotations: Mapping[str, Any] | None = None
 
     @property
     def base64(self) -> str:
@@ -78,9 +86,20 @@ class ResourcePart:
     """The resource's text when it is embedded as text."""
     data: bytes | None = None
     """The resource's bytes when it is embedded as a blob."""
+    annotations: Mapping[str, Any] | None = None
 
 
-Part = ImagePart | AudioPart | ResourcePart
+@dataclass(frozen=True, kw_only=True)
+class TextPart:
+    """Text that came after a media part, kept in its place: `Result.content` holds the text
+    before the first part, and `parts` the rest in the order the tool sent it (so "the image
+    above" still reads right). Also carries the annotations of a text block."""
+
+    text: str
+    annotations: Mapping[str, Any] | None = None
+
+
+Part = ImagePart | AudioPart | ResourcePart | TextPart
 
 
 def _empty_metadata() -> dict[str, Any]:
@@ -200,6 +219,25 @@ def _jsonable(value: Any) -> JSON:
     return str(value)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """One progress report of a running call: from an MCP server's `notifications/progress`
+    or a Python tool's `ctx.report_progress`."""
+
+    progress: float
+    """How far the call is; increases with each report, even when `total` is unknown."""
+    total: float | None
+    message: str | None
+    call_id: str
+    tool_name: str
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None] | None]
+"""Receives a call's `Progress` reports (sync or async); see `Toolkit.aexecute(progress=...)`."""
+
+_progress_logger = logging.getLogger("toolnexus.progress")
+
+
 @dataclass(kw_only=True)
 class ToolContext:
     """What a running tool may know about its call and its toolkit.
@@ -223,6 +261,34 @@ class ToolContext:
     sandbox: SandboxPolicy | None = None
     """The tool's effective sandbox policy, if any."""
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("toolnexus.tool"))
+    progress: ProgressCallback | None = None
+    """Where this call's progress reports go (`report_progress`, MCP progress), if anywhere."""
+    elicitation: ElicitationHandler | None = None
+    """Answers an MCP server's `elicitation/create` for this call (overrides the toolkit's)."""
+    sampling: SamplingHandler | None = None
+    """Answers an MCP server's `sampling/createMessage` for this call (overrides the toolkit's)."""
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell the caller how far the call is. A no-op without a progress callback; a
+        callback that raises is logged and never breaks the call."""
+        callback = self.progress
+        if callback is None:
+            return
+        report = Progress(
+            progress=progress,
+            total=total,
+            message=message,
+            call_id=self.call_id,
+            tool_name=self.tool_name,
+        )
+        try:
+            outcome = callback(report)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # boundary: the application's callback must not break the call
+            _progress_logger.exception("progress callback failed for call %s", self.call_id)
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None without one; never negative)."""

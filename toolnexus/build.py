@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from .manifest import Manifest, ServerDecl, ToolDecl
     from .search.plan import ToolSearchSettings
+    from .sources._mcp_callbacks import McpHandlers
     from .sources.mcp import McpServer
     from .toolkit import Generation, Toolkit, ToolkitOptions
 
@@ -95,6 +96,7 @@ async def build_generation(
         ManifestError: every problem of the manifest and its tools, located.
         SourceError: a required MCP server did not start.
     """
+    from .sources._mcp_callbacks import McpHandlers
     from .toolkit import Generation
 
     stack = AsyncExitStack()
@@ -121,6 +123,8 @@ async def build_generation(
                 issues=issues,
                 connect=connect,
                 toolkit=toolkit,
+                handlers=McpHandlers(elicitation=options.elicitation, sampling=options.sampling),
+                roots=[Path(r) for r in roots],
             )
             tools += server_tools
         issues.raise_if_any()
@@ -157,6 +161,8 @@ async def build_generation(
         if previous is not None:
             # Only a successful build takes servers over; a failed one leaves them to `previous`.
             previous.carry.setdefault("adopted", set()).update(adopted)
+            for key in adopted:  # a kept session learns of changed `roots:`
+                await servers[key].set_roots([Path(r) for r in roots])
         return gen
     except BaseException:
         for server in fresh:
@@ -538,6 +544,8 @@ async def _build_servers(
     issues: Issues,
     connect: bool,
     toolkit: Toolkit | None,
+    handlers: McpHandlers | None = None,
+    roots: Sequence[Path] = (),
 ) -> list[Tool]:
     from .sources.mcp import McpServer, McpServerSpec, connect_all
 
@@ -578,6 +586,8 @@ async def _build_servers(
                 sandbox=sandbox,
                 workspace=workspace,
                 on_tools_changed=_on_tools_changed(toolkit) if toolkit is not None else None,
+                handlers=handlers,
+                roots=roots,
             )
             fresh.append(server)
         servers[key] = server

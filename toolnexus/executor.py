@@ -16,7 +16,7 @@ import os
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._suggest import did_you_mean
 from .approval import (
@@ -33,6 +33,10 @@ from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
 from .middleware import Call, Middleware, Next
 from .registry import Registry
 from .schema import Validator, compile_validator
+
+if TYPE_CHECKING:
+    from .base import ProgressCallback
+    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
 
 __all__ = ["CallLike", "Executor", "as_tool_calls", "decode_arguments"]
 
@@ -83,6 +87,9 @@ class Executor:
         call_id: str | None = None,
         middleware: Sequence[Middleware] = (),
         approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> Result:
         """Run one call and return its result; failures come back as error results.
 
@@ -92,6 +99,9 @@ class Executor:
             call_id: the provider's call id (one is made up when missing).
             middleware: extra middleware for this call only, inside the executor's own.
             approver: overrides the executor's approver for this call.
+            progress: receives this call's progress reports (`ToolContext.progress`).
+            elicitation, sampling: answer an MCP server's questions asked during this call,
+                instead of the toolkit's handlers (`ToolContext.elicitation`, `.sampling`).
         """
         call_id = call_id or f"{self._id_prefix}{next(self._ids)}"
         try:
@@ -105,6 +115,9 @@ class Executor:
                 state=self.state,
                 sandbox=tool.sandbox,
                 logger=self._tool_logger,
+                progress=progress,
+                elicitation=elicitation,
+                sampling=sampling,
             )
             verdict = self._decide(tool, args)
             if verdict.decision is Decision.ASK:

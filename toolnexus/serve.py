@@ -297,8 +297,14 @@ def _build_server(
             if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
                 return gate
             approver = gate
+        from ._serve_forward import forwarding
+
         result = await toolkit.aexecute(
-            params.name, arguments, call_id=f"mcp-{ctx.request_id}", approver=approver
+            params.name,
+            arguments,
+            call_id=f"mcp-{ctx.request_id}",
+            approver=approver,
+            **forwarding(ctx),  # progress and the servers' questions go to this client
         )
         await searches.observe(ctx, result)
         return mcp_result(result)
@@ -449,10 +455,11 @@ async def serve_stdio(toolkit: Toolkit, *, name: str | None = None) -> None:
 
 
 async def _serve_stdio_manifest(manifest: Path, *, watch: bool) -> None:
+    from ._serve_forward import refuse_unforwarded as ask
     from .toolkit import acreate_toolkit
 
-    async with await acreate_toolkit(manifest, watch=watch) as toolkit:
-        await serve_stdio(toolkit)
+    async with await acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask) as tk:
+        await serve_stdio(tk)
 
 
 # --- streamable HTTP --------------------------------------------------------------------------
@@ -584,7 +591,11 @@ def http_app(
             if isinstance(source, Toolkit):
                 toolkit = source
             else:
-                toolkit = await acreate_toolkit(Path(source), watch=watch)
+                from ._serve_forward import refuse_unforwarded as ask
+
+                toolkit = await acreate_toolkit(
+                    Path(source), watch=watch, elicitation=ask, sampling=ask
+                )
                 stack.push_async_callback(toolkit.aclose)
             server, listener = _build_server(toolkit, None)
             stack.callback(toolkit.on_reload.remove, listener)

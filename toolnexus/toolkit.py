@@ -26,9 +26,11 @@ from .registry import Registry
 from .tracing import carry_context
 
 if TYPE_CHECKING:
+    from .base import ProgressCallback
     from .build import Builtins
     from .reload import ReloadEvent, Watcher
     from .search import SearchState, ToolSearchSettings
+    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
 
 T = TypeVar("T")
 
@@ -206,13 +208,26 @@ class Toolkit:
         call_id: str | None = None,
         middleware: Sequence[Middleware] = (),
         approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> Result:
-        """Run one call; never raises (failures are error results the model can read)."""
+        """Run one call; never raises (failures are error results the model can read).
+
+        `progress` receives the call's `Progress` reports (an MCP server's progress
+        notifications, a Python tool's `ctx.report_progress`), on the toolkit's loop.
+        `elicitation` and `sampling` answer the questions an MCP server asks during this call,
+        instead of the handlers given to `create_toolkit`."""
+        hooks: dict[str, Any] = {
+            "progress": progress,
+            "elicitation": elicitation,
+            "sampling": sampling,
+        }
         if self._state is not ToolkitState.OPEN:
             return self._closed_result(name, call_id)
         if asyncio.get_running_loop() is not self._loop:
             coro = self.aexecute(
-                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver, **hooks
             )
             try:
                 handed = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -234,7 +249,7 @@ class Toolkit:
             self._calls.add(task)
         try:
             return await gen.executor.execute(
-                name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                name, arguments, call_id=call_id, middleware=middleware, approver=approver, **hooks
             )
         except asyncio.CancelledError:
             if task is None or self._state is ToolkitState.OPEN:
@@ -274,14 +289,30 @@ class Toolkit:
         call_id: str | None = None,
         middleware: Sequence[Middleware] = (),
         approver: Approver | None = None,
+        progress: ProgressCallback | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> Result:
-        """Synchronous `aexecute`: safe from plain threads and from inside other event loops."""
+        """Synchronous `aexecute`: safe from plain threads and from inside other event loops.
+
+        The `progress`, `elicitation` and `sampling` callbacks run on the toolkit's own loop
+        thread, not on the calling thread: keep them quick, or hand the work to your thread."""
         if self._state is not ToolkitState.OPEN:
             return self._closed_result(name, call_id)
+        hooks: dict[str, Any] = {
+            "progress": progress,
+            "elicitation": elicitation,
+            "sampling": sampling,
+        }
         try:
             return self._run(
                 self.aexecute(
-                    name, arguments, call_id=call_id, middleware=middleware, approver=approver
+                    name,
+                    arguments,
+                    call_id=call_id,
+                    middleware=middleware,
+                    approver=approver,
+                    **hooks,
                 )
             )
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
@@ -489,6 +520,10 @@ class ToolkitOptions:
     env: Mapping[str, str] | None = None
     tool_search: Any = None
     """`tool_search=` as given (True, a mapping like the manifest's block, or None)."""
+    elicitation: ElicitationHandler | None = None
+    """Answers MCP servers' `elicitation/create`; None: the capability is not declared."""
+    sampling: SamplingHandler | None = None
+    """Answers MCP servers' `sampling/createMessage`; None: the capability is not declared."""
 
 
 async def acreate_toolkit(
@@ -503,6 +538,8 @@ async def acreate_toolkit(
     env: Mapping[str, str] | None = None,
     watch: bool = False,
     tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> Toolkit:
     """Build a toolkit on the running event loop (see `create_toolkit` for the arguments).
 
@@ -519,6 +556,8 @@ async def acreate_toolkit(
         workspace=workspace,
         env=env,
         tool_search=tool_search,
+        elicitation=elicitation,
+        sampling=sampling,
     )
     return await _create(options, asyncio.get_running_loop(), None, watch=watch)
 
@@ -535,6 +574,8 @@ def create_toolkit(
     env: Mapping[str, str] | None = None,
     watch: bool = False,
     tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> Toolkit:
     """Load a manifest (or nothing) and return a ready `Toolkit`.
 
@@ -556,6 +597,9 @@ def create_toolkit(
         tool_search: defer tool definitions behind a search (README "Large tool sets"): True,
             or a mapping with the manifest block's keys (`max_tools`, `max_bytes`, `always`,
             `defer`, `limit`); replaces the manifest's `tool_search:` when given.
+        elicitation: answers MCP servers' `elicitation/create` (form and URL modes), sync or
+            async; without it the capability is not declared and servers cannot ask.
+        sampling: answers MCP servers' `sampling/createMessage`, likewise.
 
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
@@ -572,6 +616,8 @@ def create_toolkit(
         workspace=workspace,
         env=env,
         tool_search=tool_search,
+        elicitation=elicitation,
+        sampling=sampling,
     )
     loop_thread = LoopThread()
     try:
@@ -592,6 +638,8 @@ def _options(
     workspace: str | Path | None,
     env: Mapping[str, str] | None,
     tool_search: Any = None,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
 ) -> ToolkitOptions:
     from .build import builtin_options
 
@@ -605,6 +653,8 @@ def _options(
         workspace=Path(workspace).resolve() if workspace is not None else None,
         env=env,
         tool_search=tool_search,
+        elicitation=elicitation,
+        sampling=sampling,
     )
 
 

@@ -16,7 +16,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from toolnexus.base import AudioPart, ImagePart, ResourcePart, Result, Tool, ToolContext
+from toolnexus.base import AudioPart, ImagePart, ResourcePart, Result, TextPart, Tool, ToolContext
 from toolnexus.errors import ConfigError, SourceError, ToolError, ToolTimeout, UsageError
 from toolnexus.sandbox import SandboxPolicy
 from toolnexus.sources.mcp import (
@@ -268,10 +268,12 @@ async def test_structured_content_and_text(everything: McpServer) -> None:
 @pytest.mark.anyio
 async def test_media_and_resources_become_parts_in_order(everything: McpServer) -> None:
     result = await call(everything, "media")
-    assert result.content == "first\nsecond"
+    # Text keeps its place (issue 12): the text after the media stays after it.
+    assert result.content == "first"
     assert result.parts == (
         ImagePart(data=PNG_1X1, mime_type="image/png"),
         AudioPart(data=b"RIFF\x24\x00\x00\x00WAVEfmt ", mime_type="audio/wav"),
+        TextPart(text="second"),
         ResourcePart(uri="file:///readme.md", mime_type="text/markdown"),
         ResourcePart(uri="mem://note", mime_type="text/plain", text="embedded text"),
         ResourcePart(uri="mem://blob", mime_type="application/octet-stream", data=b"\x00\x01"),

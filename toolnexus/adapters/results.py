@@ -25,10 +25,10 @@ documents, notes). `mcp` is imported only inside `mcp_result`.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, ToolCall
+from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, TextPart, ToolCall
 from ..errors import UsageError
 from ._message import Message
 from .calls import _GEMINI_ID_PREFIX
@@ -138,6 +138,8 @@ def openai_responses_result(call: ToolCall, result: Result) -> Message:
                     "file_data": _data_url(_PDF, part.data),
                 }
             )
+        elif isinstance(part, TextPart) and items:
+            items.append({"type": "input_text", "text": part.text})  # after the media it follows
         else:
             notes.append(_part_text(part, "OpenAI tool outputs carry only text, images and PDFs"))
     text = _join(_flagged_text(result), *notes)
@@ -179,6 +181,8 @@ def anthropic_result(call: ToolCall, result: Result) -> Message:
         elif isinstance(part, ResourcePart) and part.data is not None and part.mime_type == _PDF:
             source = {"type": "base64", "media_type": _PDF, "data": _b64(part.data)}
             blocks.append({"type": "document", "source": source})
+        elif isinstance(part, TextPart) and blocks:
+            blocks.append({"type": "text", "text": part.text})  # after the media it follows
         else:
             notes.append(_part_text(part, "Anthropic tool results carry text, images and PDFs"))
     text = _join(result.text, *notes)
@@ -264,29 +268,48 @@ def mcp_result(result: Result) -> mcp.types.CallToolResult:
     if result.text or not result.parts:
         content.append(types.TextContent(text=result.text))
     for part in result.parts:
-        if isinstance(part, ImagePart):
-            content.append(types.ImageContent(data=part.base64, mime_type=part.mime_type))
+        notes = _mcp_annotations(part.annotations)
+        if isinstance(part, TextPart):
+            content.append(types.TextContent(text=part.text, annotations=notes))
+        elif isinstance(part, ImagePart):
+            content.append(
+                types.ImageContent(data=part.base64, mime_type=part.mime_type, annotations=notes)
+            )
         elif isinstance(part, AudioPart):
-            content.append(types.AudioContent(data=part.base64, mime_type=part.mime_type))
+            content.append(
+                types.AudioContent(data=part.base64, mime_type=part.mime_type, annotations=notes)
+            )
         elif part.text is not None:
             resource = types.TextResourceContents(
                 uri=part.uri, mime_type=part.mime_type, text=part.text
             )
-            content.append(types.EmbeddedResource(resource=resource))
+            content.append(types.EmbeddedResource(resource=resource, annotations=notes))
         elif part.data is not None:
             blob = types.BlobResourceContents(
                 uri=part.uri, mime_type=part.mime_type, blob=_b64(part.data)
             )
-            content.append(types.EmbeddedResource(resource=blob))
+            content.append(types.EmbeddedResource(resource=blob, annotations=notes))
         else:
             link = types.ResourceLink(
-                name=_file_name(part.uri), uri=part.uri, mime_type=part.mime_type
+                name=_file_name(part.uri),
+                uri=part.uri,
+                mime_type=part.mime_type,
+                annotations=notes,
             )
             content.append(link)
     structured = result.structured if isinstance(result.structured, dict) else None
     return types.CallToolResult(
         content=content, structured_content=structured, is_error=result.is_error
     )
+
+
+def _mcp_annotations(notes: Mapping[str, Any] | None) -> mcp.types.Annotations | None:
+    """A part's annotations back into the SDK's model (served results keep them)."""
+    if not notes:
+        return None
+    from mcp import types
+
+    return types.Annotations.model_validate(dict(notes))
 
 
 def _pairs(calls: Sequence[ToolCall], results: Sequence[Result]) -> list[tuple[ToolCall, Result]]:
@@ -330,7 +353,10 @@ def _as_image(part: Part, supported: frozenset[str]) -> ImagePart | None:
 
 def _part_text(part: Part, reason: str) -> str:
     """What the model reads instead of a part its provider cannot carry: a resource's text, a
-    resource link's address, or a note naming what was left out and why."""
+    resource link's address, or a note naming what was left out and why (a `TextPart` is its
+    text, in its place)."""
+    if isinstance(part, TextPart):
+        return part.text
     if isinstance(part, ResourcePart):
         if part.text is not None:
             return f"[resource {part.uri}]\n{part.text}"

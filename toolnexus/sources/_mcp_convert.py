@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, Tool, ToolHandler
+from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, TextPart, Tool, ToolHandler
 from ..errors import ConfigError, ToolError, ToolTimeout
 from ._mcp_stdio import MESSAGE_TOO_LARGE
 from ._template import head_tail
@@ -221,38 +221,62 @@ def _primary_argument(parameters: Mapping[str, Any]) -> str | None:
 def to_result(
     result: mcp_types.CallToolResult, *, server: str, tool: str, max_output: int
 ) -> Result:
-    """`CallToolResult` → `Result`: text blocks joined into `content`, media and resources into
-    `parts` (in order), `structured_content` into `structured`, `is_error` kept.
+    """`CallToolResult` → `Result`, in the order the server sent it: the text before the first
+    media or resource block is `content` (joined), every block after it a part in its place
+    (text as `TextPart`), so "the image above" stays above. Content annotations (`audience`,
+    `priority`) stay on their parts; those of the leading text blocks are in
+    `metadata["text_annotations"]` (one entry per block, None for a block without).
+    `structured_content` becomes `structured`, `is_error` is kept.
 
-    `content` longer than `max_output` characters keeps its head and tail with a notice, as
-    shell and HTTP output do; structured content whose JSON is that long is left out
-    (`metadata["structured_dropped"]`; the model reads `content`). Either sets
-    `metadata["truncated"]`."""
+    Text longer than `max_output` characters in all keeps its head and tail with a notice, as
+    shell and HTTP output do (it is then all in `content`, after which the parts follow);
+    structured content whose JSON is that long is left out (`metadata["structured_dropped"]`;
+    the model reads `content`). Either sets `metadata["truncated"]`."""
     texts: list[str] = []
     parts: list[Part] = []
+    text_annotations: list[dict[str, Any] | None] = []
+    later_text = 0
     try:
         for block in result.content:
+            notes = _annotations(block)
             # compared on `block.type` itself, which narrows the ContentBlock union
             if block.type == "text":
-                texts.append(block.text)
+                if parts:
+                    parts.append(TextPart(text=block.text, annotations=notes))
+                    later_text += len(block.text)
+                else:
+                    texts.append(block.text)
+                    text_annotations.append(notes)
             elif block.type == "image":
-                parts.append(ImagePart(data=_b64(block.data), mime_type=block.mime_type))
+                parts.append(
+                    ImagePart(data=_b64(block.data), mime_type=block.mime_type, annotations=notes)
+                )
             elif block.type == "audio":
-                parts.append(AudioPart(data=_b64(block.data), mime_type=block.mime_type))
+                parts.append(
+                    AudioPart(data=_b64(block.data), mime_type=block.mime_type, annotations=notes)
+                )
             elif block.type == "resource_link":
-                parts.append(ResourcePart(uri=str(block.uri), mime_type=block.mime_type))
+                parts.append(
+                    ResourcePart(uri=str(block.uri), mime_type=block.mime_type, annotations=notes)
+                )
             elif block.type == "resource":
-                parts.append(_embedded(block.resource))
+                parts.append(_embedded(block.resource, notes))
     except (binascii.Error, ValueError) as exc:
         raise ToolError(
             f"the MCP server '{server}' returned undecodable base64 data from '{tool}': {exc}"
         ) from exc
+    if later_text and sum(map(len, texts)) + later_text > max_output:
+        # Too long to keep in place: bound all the text together, the old way.
+        texts += [p.text for p in parts if isinstance(p, TextPart)]
+        parts = [p for p in parts if not isinstance(p, TextPart)]
     content = "\n".join(texts)
     if result.is_error and not content:
         content = f"the MCP tool '{tool}' on server '{server}' failed without a message"
     content, cut = head_tail(content, max_output)
     structured = result.structured_content
     metadata: dict[str, Any] = {"server": server, "truncated": cut > 0}
+    if any(text_annotations):
+        metadata["text_annotations"] = text_annotations
     if structured is not None and _json_longer_than(structured, max_output):
         structured = None
         metadata["structured_dropped"] = metadata["truncated"] = True
@@ -280,16 +304,33 @@ def _b64(data: str) -> bytes:
     return base64.b64decode(data, validate=True)
 
 
-def _embedded(resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> Part:
+def _embedded(
+    resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents,
+    annotations: dict[str, Any] | None = None,
+) -> Part:
     import mcp_types  # loaded already: `resource` is one of its models
 
     if isinstance(resource, mcp_types.TextResourceContents):
-        return ResourcePart(uri=str(resource.uri), mime_type=resource.mime_type, text=resource.text)
+        return ResourcePart(
+            uri=str(resource.uri),
+            mime_type=resource.mime_type,
+            text=resource.text,
+            annotations=annotations,
+        )
     return ResourcePart(
         uri=str(resource.uri),
         mime_type=resource.mime_type,
         data=_b64(resource.blob),
+        annotations=annotations,
     )
+
+
+def _annotations(block: Any) -> dict[str, Any] | None:
+    """A block's annotations as sent (camelCase keys, absent ones left out), or None."""
+    notes = getattr(block, "annotations", None)
+    if notes is None:
+        return None
+    return notes.model_dump(by_alias=True, mode="json", exclude_none=True) or None
 
 
 def leaf_exception(exc: BaseException) -> BaseException:

@@ -19,6 +19,10 @@ every `tools/list` answer is screened before the SDK parses it, so one malformed
 (and reported in `status`) instead of failing the listing; results keep `max_output` characters.
 `status` is computed when read: it tells the state of now, not of the build.
 
+What a server sends back during a call is handled beside this module: progress, timeouts
+restarted by progress and task tools in `_mcp_call` and `_mcp_tasks`; elicitation and sampling
+questions, log messages and roots in `_mcp_callbacks`.
+
 `import mcp` costs about a second, so the SDK is imported only when a server connects.
 """
 
@@ -52,6 +56,8 @@ from ._mcp_auth import (
     oauth_hint,
     parse_auth,
 )
+from ._mcp_call import call_tool, set_log_level
+from ._mcp_callbacks import InFlight, McpHandlers, client_options, log_level_of, roots_changed
 from ._mcp_convert import (
     HttpStatus,
     build_tools,
@@ -63,6 +69,7 @@ from ._mcp_convert import (
     to_result,
     translate_error,
 )
+from ._mcp_tasks import task_tools
 
 if TYPE_CHECKING:
     import mcp_types
@@ -117,6 +124,9 @@ _KEYS = (
     "approval",
     "sandbox",
     "auth",
+    "reset_timeout_on_progress",
+    "max_total_timeout",
+    "log_level",
 )
 _TYPES = {
     "stdio": "stdio",
@@ -163,6 +173,13 @@ class McpServerSpec:
     """True: toolkit creation fails when this server does not connect."""
     auth: AuthSettings | None = None
     """HTTP: OAuth (`auth: oauth`, a stored user login) or client credentials."""
+    reset_timeout_on_progress: bool = False
+    """Each progress notification of a call restarts its `timeout` (the TypeScript SDK's
+    `resetTimeoutOnProgress`); `max_total_timeout` and the call's deadline still bound it."""
+    max_total_timeout: float | None = None
+    """Seconds a call may take in all, however much progress it reports."""
+    log_level: str | None = None
+    """The lowest MCP log level the server should send (`logging/setLevel`); None: its own."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -205,6 +222,10 @@ class McpServerSpec:
             shown.append("required=True")
         if self.auth is not None:
             shown.append(f"auth={self.auth!r}")
+        for key in ("reset_timeout_on_progress", "max_total_timeout", "log_level"):
+            value = getattr(self, key)
+            if value:
+                shown.append(f"{key}={value!r}")
         return f"McpServerSpec({', '.join(shown)})"
 
     @classmethod
@@ -275,6 +296,13 @@ class McpServerSpec:
         required = spec.get("required", False)
         if not isinstance(required, bool):
             raise ConfigError(f"expected true or false, got {_kind(required)}", field="required")
+        reset = spec.get("reset_timeout_on_progress", False)
+        if not isinstance(reset, bool):
+            raise ConfigError(
+                f"expected true or false, got {_kind(reset)}", field="reset_timeout_on_progress"
+            )
+        max_total = spec.get("max_total_timeout")
+        log_level = spec.get("log_level")
         return cls(
             name=name,
             prefix=prefix,
@@ -287,6 +315,11 @@ class McpServerSpec:
             max_output=_size(spec.get("max_output", DEFAULT_MAX_OUTPUT), "max_output"),
             max_message=_size(spec.get("max_message", DEFAULT_MAX_MESSAGE), "max_message"),
             required=required,
+            reset_timeout_on_progress=reset,
+            max_total_timeout=(
+                None if max_total is None else _seconds(max_total, "max_total_timeout")
+            ),
+            log_level=None if log_level is None else log_level_of(log_level),
             **stdio,
         )
 
@@ -625,6 +658,8 @@ class McpServer:
         sandbox: SandboxPolicy | None = None,
         workspace: Path,
         on_tools_changed: ToolsChangedCallback | None = None,
+        handlers: McpHandlers | None = None,
+        roots: Sequence[Path] = (),
     ) -> None:
         """Prepare the connection; nothing runs until `start()`.
 
@@ -635,8 +670,16 @@ class McpServer:
             on_tools_changed: called (sync or async) with this server whenever its tool list
                 changes after `start()`: a `tools/list_changed` notification, or a restart
                 that brought different tools.
+            handlers: the application's elicitation and sampling handlers; a capability is
+                declared to the server only when its handler is given.
+            roots: folders offered to the server on `roots/list` (after the workspace).
         """
         self.spec = spec
+        self.handlers = handlers or McpHandlers()
+        self.roots = tuple(dict.fromkeys((workspace, *roots)))
+        self._inflight = InFlight()
+        self._task_support: dict[str, str] = {}
+        """The server's tool names whose `execution.taskSupport` is given, with its value."""
         self.sandbox = sandbox if spec.transport == "stdio" else None
         self.workspace = workspace
         self.on_tools_changed = on_tools_changed
@@ -717,6 +760,17 @@ class McpServer:
                 self._state = McpServerState.FAILED
             raise
 
+    async def set_roots(self, roots: Sequence[Path]) -> None:
+        """Offer other roots (after the workspace) from now on, and tell a connected server
+        (`notifications/roots/list_changed`, on handshake-era sessions)."""
+        new = tuple(dict.fromkeys((self.workspace, *roots)))
+        if new == self.roots:
+            return
+        self.roots = new
+        conn = self._conn
+        if conn is not None and conn.alive and conn.client is not None:
+            await roots_changed(conn.client, self.spec.name)
+
     async def aclose(self) -> None:
         """Shut the server down (stdio: close stdin, then SIGTERM, then SIGKILL, each bounded)
         and wait until its process and tasks are gone. Safe to call twice."""
@@ -795,10 +849,18 @@ class McpServer:
                         _watched(await self._transport(stack, conn), conn),
                         message_handler=self._message_handler(conn),
                         cache=None,
+                        **client_options(
+                            self.spec.name,
+                            handlers=self.handlers,
+                            inflight=self._inflight,
+                            roots=lambda: self.roots,
+                            log_level=self.spec.log_level,
+                        ),
                     )
                     conn.session = client
                     try:
                         await stack.enter_async_context(client)
+                        await set_log_level(client, self.spec.log_level, self.spec.name)
                         listing = await _list_all(client, conn)
                     except Exception as exc:
                         # Reported at once: the transport's shutdown (seconds, for a stdio
@@ -932,6 +994,9 @@ class McpServer:
         """Replace the tool list; True when it differs from the previous one."""
         if self._state is McpServerState.CLOSED:
             return False
+        capabilities = conn.session.server_capabilities if conn.session is not None else None
+        listing, self._task_support, no_task = task_tools(listing, capabilities)
+        conn.skipped.update(no_task)
         self._skipped = tuple(
             SkippedTool(tool=name, reason=reason) for name, reason in conn.skipped.items()
         )
@@ -1055,7 +1120,17 @@ class McpServer:
         if remaining is not None and (timeout is None or remaining < timeout):
             timeout = remaining
         try:
-            raw = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout)
+            with self._inflight.running(ctx):
+                raw = await call_tool(
+                    client,
+                    mcp_name,
+                    arguments,
+                    ctx=ctx,
+                    timeout=self.spec.timeout if self.spec.reset_timeout_on_progress else timeout,
+                    reset_on_progress=self.spec.reset_timeout_on_progress,
+                    max_total=self.spec.max_total_timeout,
+                    as_task=self._task_support.get(mcp_name) == "required",
+                )
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
             if session_lost(exc, conn.http_status):
                 # An HTTP server that restarted forgets its sessions: reconnect next call.
