@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic_ai import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolDenied,
@@ -64,19 +66,35 @@ def say(text: str) -> ModelResponse:
     return ModelResponse(parts=[TextPart(content=text)])
 
 
-def returns(messages: list[ModelMessage]) -> dict[str, ToolReturnPart]:
-    """Every tool return the model was sent, by call id (the latest wins)."""
-    found: dict[str, ToolReturnPart] = {}
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """What the model read for one tool call."""
+
+    outcome: str
+    """`success`, `failed`, `denied` or `retried` (a retry prompt)."""
+    text: str
+    content: Any = None
+    metadata: Any = None
+
+
+def returns(messages: list[ModelMessage]) -> dict[str, Answer]:
+    """Every tool answer the model was sent, by call id (the latest wins). A retry travels as a
+    `RetryPromptPart` in older pydantic-ai releases and as a `retried` tool return in newer ones."""
+    found: dict[str, Answer] = {}
     for message in messages:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart):
-                    found[part.tool_call_id] = part
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                found[part.tool_call_id] = Answer(
+                    outcome=part.outcome,
+                    text=part.model_response_str(wrap_if_error=False),
+                    content=part.content,
+                    metadata=part.metadata,
+                )
+            elif isinstance(part, RetryPromptPart) and part.tool_call_id:
+                found[part.tool_call_id] = Answer(outcome="retried", text=str(part.content))
     return found
-
-
-def text_of(part: ToolReturnPart) -> str:
-    return part.model_response_str(wrap_if_error=False)
 
 
 async def test_builtin_shell_http_and_mcp_tools_run_through_the_agent(
@@ -99,10 +117,10 @@ async def test_builtin_shell_http_and_mcp_tools_run_through_the_agent(
     assert {"read", "shout", "fetch_json", "add", "media", "make_file"} <= set(script.offered[0])
     seen = returns(result.all_messages())
     assert {k: seen[k].outcome for k in seen} == dict.fromkeys(["r1", "s1", "h1", "m1"], "success")
-    assert "hello from notes" in text_of(seen["r1"])
-    assert text_of(seen["s1"]).strip() == "hi there"
-    assert '"items"' in text_of(seen["h1"])
-    assert text_of(seen["m1"]) == "5"
+    assert "hello from notes" in seen["r1"].text
+    assert seen["s1"].text.strip() == "hi there"
+    assert '"items"' in seen["h1"].text
+    assert seen["m1"].text == "5"
     assert seen["s1"].metadata["exit_code"] == 0  # the result's metadata, for the application
 
 
@@ -134,7 +152,7 @@ async def test_a_denied_call_is_a_failed_return_the_model_reads(
         result = await Agent(script.model, toolsets=[ToolnexusToolset(toolkit)]).run("go")
     part = returns(result.all_messages())["d1"]
     assert part.outcome == "failed"
-    assert "denied" in text_of(part) and "TOKEN" not in text_of(part)
+    assert "denied" in part.text and "TOKEN" not in part.text
     assert result.output == "understood"  # the run went on
 
 
@@ -165,7 +183,7 @@ async def test_ask_goes_to_deferred_approvals_approved_runs_refused_does_not(
     assert not (tmp_path / "no.txt").exists()
     seen = returns(second.all_messages())
     assert seen["a1"].outcome == "success"
-    assert seen["a2"].outcome == "denied" and text_of(seen["a2"]) == "not that one"
+    assert seen["a2"].outcome == "denied" and seen["a2"].text == "not that one"
 
 
 async def test_an_approval_never_overrides_a_deny(write_manifest: WriteManifest) -> None:
@@ -197,7 +215,7 @@ async def test_an_approval_never_overrides_a_deny(write_manifest: WriteManifest)
             message_history=first.all_messages(), deferred_tool_results=answers
         )
     part = returns(second.all_messages())["o1"]
-    assert part.outcome == "failed" and "secrets" in text_of(part)
+    assert part.outcome == "failed" and "secrets" in part.text
 
 
 async def test_an_invalid_call_is_retried_and_the_model_fixes_it(
@@ -212,9 +230,9 @@ async def test_an_invalid_call_is_retried_and_the_model_fixes_it(
         result = await Agent(script.model, toolsets=[ToolnexusToolset(toolkit)]).run("add")
     seen = returns(result.all_messages())
     assert seen["v1"].outcome == "retried"
-    assert "invalid arguments for 'add'" in text_of(seen["v1"])
-    assert "$.a:" in text_of(seen["v1"])  # names the bad argument
-    assert seen["v2"].outcome == "success" and text_of(seen["v2"]) == "5"
+    assert "invalid arguments for 'add'" in seen["v1"].text
+    assert "$.a:" in seen["v1"].text  # names the bad argument
+    assert seen["v2"].outcome == "success" and seen["v2"].text == "5"
     assert result.output == "fixed"
 
 
@@ -231,7 +249,7 @@ async def test_invalid_calls_past_the_retry_budget_fail_instead_of_ending_the_ru
     seen = returns(result.all_messages())
     assert seen["b1"].outcome == "retried"
     assert seen["b2"].outcome == "failed" and seen["b3"].outcome == "failed"
-    assert "invalid arguments" in text_of(seen["b3"])
+    assert "invalid arguments" in seen["b3"].text
     assert result.output == "gave up"
 
 
@@ -240,7 +258,7 @@ async def test_a_tool_timeout_comes_back_as_a_failure(write_manifest: WriteManif
     async with await acreate_toolkit(write_manifest()) as toolkit:
         result = await Agent(script.model, toolsets=[ToolnexusToolset(toolkit)]).run("nap")
     part = returns(result.all_messages())["t1"]
-    assert part.outcome == "failed" and "timed out after 1s" in text_of(part)
+    assert part.outcome == "failed" and "timed out after 1s" in part.text
 
 
 async def test_cancelling_the_run_stops_the_command(
@@ -275,7 +293,7 @@ async def test_a_reload_shows_through_on_the_next_run_step(
     assert "greet" not in script.offered[0]
     assert "greet" in script.offered[1]
     seen = returns(result.all_messages())
-    assert text_of(seen["r2"]).strip() == "hello you"
+    assert seen["r2"].text.strip() == "hello you"
 
 
 async def test_images_and_audio_reach_the_model_as_binary_content(
