@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "frameworks": lambda: __import__("frameworks").bench_frameworks(),  # benchmarks/frameworks.py
 }
 
 
