@@ -26,7 +26,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from toolnexus import acreate_toolkit, create_toolkit, tool
+from toolnexus import ApprovalRequest, ResourcePart, Result, acreate_toolkit, create_toolkit, tool
 from toolnexus.adapters import strict_schema
 from toolnexus.integrations.openai_agents import function_tools
 
@@ -256,6 +256,8 @@ async def test_a_reload_between_two_turns_adds_the_new_tool(
         tools.append(mine)
         agent = Agent(name="a", model=model, tools=tools)
         result = await Runner.run(agent, "go")
+        names = [t.name for t in agent.tools]
+        assert sorted(names) == sorted([*toolkit.names(), "mine"])  # each once, the new ones
     assert "greet" not in model.offered(0)
     assert "greet" in model.offered(1) and "mine" in model.offered(1)
     assert model.outputs()["r2"].strip() == "hello you"
@@ -284,3 +286,82 @@ def test_a_sync_toolkit_serves_an_agent_on_another_loop(write_manifest: WriteMan
         result = Runner.run_sync(agent, "go")
     assert result.final_output == "done"
     assert model.outputs()["y1"].strip() == "sync"
+
+
+async def test_without_deferral_the_toolkit_approver_decides(
+    write_manifest: WriteManifest, tmp_path: Path
+) -> None:
+    model = StubModel(
+        call(("make_file", {"name": "yes.txt"}, "a1"), ("make_file", {"name": "no.txt"}, "a2")),
+        say("done"),
+    )
+
+    def approver(request: ApprovalRequest) -> bool:
+        return request.arguments["name"] == "yes.txt"
+
+    async with await acreate_toolkit(write_manifest(), approver=approver) as toolkit:
+        tools = function_tools(toolkit, defer_approvals=False)
+        result = await Runner.run(Agent(name="a", model=model, tools=tools), "go")
+    assert result.interruptions == [] and result.final_output == "done"
+    assert (tmp_path / "yes.txt").exists() and not (tmp_path / "no.txt").exists()
+    assert "declined" in model.outputs()["a2"]
+
+
+async def test_an_sdk_decision_to_always_approve_covers_later_calls(
+    write_manifest: WriteManifest, tmp_path: Path
+) -> None:
+    model = StubModel(
+        call(("make_file", {"name": "one.txt"}, "a1")),
+        call(("make_file", {"name": "two.txt"}, "a2")),
+        say("done"),
+    )
+    async with await acreate_toolkit(write_manifest()) as toolkit:
+        agent = Agent(name="a", model=model, tools=function_tools(toolkit))
+        first = await Runner.run(agent, "go")
+        (item,) = first.interruptions
+        state = first.to_state()
+        state.approve(item, always_approve=True)
+        second = await Runner.run(agent, state)
+    assert second.interruptions == [] and second.final_output == "done"
+    assert (tmp_path / "one.txt").exists() and (tmp_path / "two.txt").exists()
+
+
+async def test_a_pdf_becomes_tool_output_file_content() -> None:
+    @tool
+    def report() -> Result:
+        """A PDF report."""
+        pdf = ResourcePart(uri="file:///r.pdf", mime_type="application/pdf", data=b"%PDF-1.4")
+        return Result(content="the report", parts=(pdf,))
+
+    model = StubModel(call(("report", {}, "f1")), say("read it"))
+    async with await acreate_toolkit(extra_tools=[report]) as toolkit:
+        await Runner.run(Agent(name="a", model=model, tools=function_tools(toolkit)), "go")
+    text, pdf = model.outputs()["f1"]
+    assert text == {"type": "input_text", "text": "the report"}
+    assert pdf["type"] == "input_file" and pdf["filename"] == "r.pdf"
+    assert pdf["file_data"] == "data:application/pdf;base64,JVBERi0xLjQ="
+
+
+async def test_a_reload_that_removes_a_tool_removes_it_from_the_list(
+    write_manifest: WriteManifest,
+) -> None:
+    async with await acreate_toolkit(write_manifest(extra=MANIFEST_EXTRA_GREET)) as toolkit:
+        tools = function_tools(toolkit)
+        assert "greet" in [t.name for t in tools]
+        write_manifest()
+        await toolkit.areload()
+        assert "greet" not in [t.name for t in tools]
+        assert [t.name for t in tools] == toolkit.names()
+
+
+async def test_a_dropped_list_stops_listening_to_reloads(write_manifest: WriteManifest) -> None:
+    import gc
+
+    async with await acreate_toolkit(write_manifest()) as toolkit:
+        before = len(toolkit.on_reload)
+        tools = function_tools(toolkit)
+        assert len(toolkit.on_reload) == before + 1
+        del tools
+        gc.collect()
+        await toolkit.areload()
+        assert len(toolkit.on_reload) == before

@@ -28,7 +28,7 @@ from pydantic_ai import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from toolnexus import acreate_toolkit, create_toolkit
+from toolnexus import ApprovalRequest, ResourcePart, Result, acreate_toolkit, create_toolkit, tool
 from toolnexus.integrations.pydantic_ai import ToolnexusToolset
 
 from .conftest import MANIFEST_EXTRA_GREET, WriteManifest, wait_for_file, wait_gone
@@ -338,3 +338,51 @@ def test_importing_toolnexus_imports_no_framework() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+async def test_without_deferral_the_toolkit_approver_decides(
+    write_manifest: WriteManifest, tmp_path: Path
+) -> None:
+    script = Script(
+        call(("make_file", {"name": "yes.txt"}, "a1"), ("make_file", {"name": "no.txt"}, "a2")),
+        say("done"),
+    )
+    asked: list[str] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request.arguments["name"])
+        return request.arguments["name"] == "yes.txt"
+
+    async with await acreate_toolkit(write_manifest(), approver=approver) as toolkit:
+        toolset = ToolnexusToolset(toolkit, defer_approvals=False)
+        result = await Agent(script.model, toolsets=[toolset]).run("go")
+    assert result.output == "done"  # no deferred requests: the approver answered in the run
+    assert sorted(asked) == ["no.txt", "yes.txt"]
+    assert (tmp_path / "yes.txt").exists() and not (tmp_path / "no.txt").exists()
+    seen = returns(result.all_messages())
+    assert seen["a1"].outcome == "success"
+    assert seen["a2"].outcome == "failed" and "declined" in seen["a2"].text
+
+
+async def test_a_pdf_goes_back_as_binary_content(write_manifest: WriteManifest) -> None:
+    @tool
+    def report() -> Result:
+        """A PDF report."""
+        pdf = ResourcePart(uri="file:///r.pdf", mime_type="application/pdf", data=b"%PDF-1.4")
+        return Result(content="the report", parts=(pdf,))
+
+    script = Script(call(("report", {}, "f1")), say("read it"))
+    async with await acreate_toolkit(extra_tools=[report]) as toolkit:
+        result = await Agent(script.model, toolsets=[ToolnexusToolset(toolkit)]).run("go")
+    content = returns(result.all_messages())["f1"].content
+    assert content[0] == "the report"
+    assert content[1] == BinaryContent(data=b"%PDF-1.4", media_type="application/pdf")
+
+
+async def test_a_closed_toolkit_offers_no_tools(write_manifest: WriteManifest) -> None:
+    toolkit = await acreate_toolkit(write_manifest())
+    toolset = ToolnexusToolset(toolkit)
+    await toolkit.aclose()
+    script = Script(say("no tools"))
+    result = await Agent(script.model, toolsets=[toolset]).run("go")
+    assert script.offered == [[]] and result.output == "no tools"

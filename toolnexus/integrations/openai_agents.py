@@ -83,8 +83,8 @@ def function_tools(
         if live is None:  # the agent and its list are gone: stop listening
             toolkit.on_reload.remove(refresh)
         elif event.kind != "error":
-            fresh = builder.build(toolkit.tools())
-            live[:] = [t for t in live if not builder.owns(t)] + fresh
+            others = [t for t in live if not builder.owns(t)]  # before `build` forgets the old
+            live[:] = others + builder.build(toolkit.tools())
 
     toolkit.on_reload.append(refresh)
     return tools
