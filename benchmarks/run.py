@@ -1241,6 +1241,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "tool_search": lambda: __import__("tool_search").bench_tool_search(),
     "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
     "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),
+    "frameworks": lambda: __import__("frameworks").bench_frameworks(),  # benchmarks/frameworks.py
 }
 
 
