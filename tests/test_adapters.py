@@ -930,14 +930,14 @@ def test_openai_responses_results_put_images_and_pdfs_in_the_output() -> None:
         },
     ]
     assert items[2]["output"] == "Error: disk full: free some space and retry"
-    assert items[3]["output"] == [
-        {"type": "input_text", "text": "[audio (audio/wav, 12 bytes) not shown: OpenAI tool "
-         "outputs carry only text, images and PDFs]"},
+    assert items[3]["output"] == [  # in the tool's order: the note stands where the audio was
         {
             "type": "input_file",
             "filename": "report.pdf",
             "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode(),
         },
+        {"type": "input_text", "text": "[audio (audio/wav, 12 bytes) not shown: OpenAI tool "
+         "outputs carry only text, images and PDFs]"},
     ]  # fmt: skip
     assert openai_responses_result(calls[0], results[0]) == items[0]
 

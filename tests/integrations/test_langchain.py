@@ -394,14 +394,17 @@ def test_images_come_back_as_content_blocks(toolkit: Toolkit) -> None:
     message = tool_messages(run(agent, ask("show"), "t", "sync"))["c1"]
     blocks = message.content
     assert isinstance(blocks, list)
-    assert blocks[0] == {"type": "text", "text": "first\nsecond"}
-    image = next(b for b in blocks if isinstance(b, dict) and b["type"] == "image")
+    # in the order the server sent them: text, image, audio (a note), then the later text
+    assert [b["type"] for b in blocks[:4]] == ["text", "image", "text", "text"]
+    assert blocks[0] == {"type": "text", "text": "first"}
+    image = blocks[1]
     assert image["mime_type"] == "image/png" and image["base64"].startswith("iVBOR")
-    assert {
+    assert blocks[2] == {
         "type": "text",
         "text": "[audio (audio/wav, 16 bytes) not shown: LangChain tool "
         "messages carry text, images and files]",
-    } in blocks
+    }
+    assert blocks[3] == {"type": "text", "text": "second"}
 
 
 def test_a_reload_between_two_turns_shows_through(

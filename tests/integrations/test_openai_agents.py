@@ -273,10 +273,13 @@ async def test_images_become_tool_output_images(write_manifest: WriteManifest) -
     out = model.outputs()["p1"]
     assert isinstance(out, list)
     kinds = [item["type"] for item in out]
-    assert kinds == ["input_text", "input_image"]
+    # in the order the server sent them: the text before the image, the image, what follows it
+    assert kinds == ["input_text", "input_image", "input_text"]
+    assert out[0]["text"] == "first"
     assert out[1]["image_url"].startswith("data:image/png;base64,iVBOR")
-    assert "first" in out[0]["text"] and "embedded text" in out[0]["text"]
-    assert "audio (audio/wav" in out[0]["text"]  # what the SDK cannot carry is noted
+    later = out[2]["text"]
+    assert "audio (audio/wav" in later  # what the SDK cannot carry is noted, in its place
+    assert later.index("audio (audio/wav") < later.index("second") < later.index("embedded text")
 
 
 def test_a_sync_toolkit_serves_an_agent_on_another_loop(write_manifest: WriteManifest) -> None:

@@ -307,9 +307,12 @@ async def test_images_and_audio_reach_the_model_as_binary_content(
     binaries = [c for c in content if isinstance(c, BinaryContent)]
     assert [b.media_type for b in binaries] == ["image/png", "audio/wav"]
     assert binaries[0].data.startswith(b"\x89PNG")
-    text = content[0]
-    assert isinstance(text, str)
-    assert "first" in text and "second" in text and "embedded text" in text
+    # in the order the server sent them: text, image, audio, then the later text and notes
+    assert content[0] == "first"
+    assert content[1] is binaries[0] and content[2] is binaries[1]
+    assert content[3] == "second"
+    text = "\n".join(c for c in content[4:] if isinstance(c, str))
+    assert "embedded text" in text
     assert "file:///readme.md" in text  # a resource link is named in the text
     assert "mem://blob" in text  # a blob pydantic-ai cannot send is noted, not dropped
 

@@ -116,11 +116,16 @@ def _chat_tool_message(call: ToolCall, result: Result, *, images_follow: bool) -
     }
 
 
+_OPENAI_ONLY = "OpenAI tool outputs carry only text, images and PDFs"
+_ANTHROPIC_ONLY = "Anthropic tool results carry text, images and PDFs"
+
+
 def openai_responses_result(call: ToolCall, result: Result) -> Message:
     """The `function_call_output` item answering `call`.
 
     Text only gives a string output; with images (`input_image`) or PDFs (`input_file`) the
-    output is a list of content items, text first. Errors are flagged in the text as for chat.
+    output is a list of content items in the tool's order (notes on what cannot be sent
+    stand where the part was). Errors are flagged in the text as for chat.
     """
     items: list[Message] = []
     notes: list[str] = []
@@ -138,10 +143,10 @@ def openai_responses_result(call: ToolCall, result: Result) -> Message:
                     "file_data": _data_url(_PDF, part.data),
                 }
             )
-        elif isinstance(part, TextPart) and items:
-            items.append({"type": "input_text", "text": part.text})  # after the media it follows
+        elif items:  # text (or a note) after a media item stays where it was
+            _add_text(items, "input_text", _part_text(part, _OPENAI_ONLY))
         else:
-            notes.append(_part_text(part, "OpenAI tool outputs carry only text, images and PDFs"))
+            notes.append(_part_text(part, _OPENAI_ONLY))
     text = _join(_flagged_text(result), *notes)
     output: str | list[Message] = text
     if items:
@@ -181,10 +186,10 @@ def anthropic_result(call: ToolCall, result: Result) -> Message:
         elif isinstance(part, ResourcePart) and part.data is not None and part.mime_type == _PDF:
             source = {"type": "base64", "media_type": _PDF, "data": _b64(part.data)}
             blocks.append({"type": "document", "source": source})
-        elif isinstance(part, TextPart) and blocks:
-            blocks.append({"type": "text", "text": part.text})  # after the media it follows
+        elif blocks:  # text (or a note) after a media block stays where it was
+            _add_text(blocks, "text", _part_text(part, _ANTHROPIC_ONLY))
         else:
-            notes.append(_part_text(part, "Anthropic tool results carry text, images and PDFs"))
+            notes.append(_part_text(part, _ANTHROPIC_ONLY))
     text = _join(result.text, *notes)
     if text:
         blocks.insert(0, {"type": "text", "text": text})
@@ -372,6 +377,17 @@ def _part_text(part: Part, reason: str) -> str:
 
 def _join(*texts: str) -> str:
     return "\n".join(text for text in texts if text)
+
+
+def _add_text(items: list[Message], kind: str, text: str) -> None:
+    """Append `text` in place, joined to a text item just before it (one block, not many)."""
+    if not text:
+        return
+    last = items[-1] if items else None
+    if last is not None and last["type"] == kind:
+        last["text"] = _join(last["text"], text)
+    else:
+        items.append({"type": kind, "text": text})
 
 
 def _data_url(mime_type: str, data: bytes) -> str:

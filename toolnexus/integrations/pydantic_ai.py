@@ -152,21 +152,18 @@ def _approve_once(request: ApprovalRequest) -> bool:
 
 
 def _tool_return(result: Result) -> ToolReturn[Any]:
-    """The result as pydantic-ai's tool return: text, then media as `BinaryContent`."""
+    """The result as pydantic-ai's tool return: text and media (`BinaryContent`) in the order
+    the tool sent them, so "the image above" still reads right."""
     metadata: Mapping[str, Any] = result.metadata
     if not result.parts:
         return ToolReturn(return_value=result.text, metadata=dict(metadata))
-    content: list[Any] = []
-    notes: list[str] = []
+    content: list[Any] = [result.text] if result.text else []
     for part in result.parts:
         binary = _binary(part)
         if binary is None:
-            notes.append(_part_text(part, "only images, audio and PDFs are sent as files"))
+            content.append(_part_text(part, "only images, audio and PDFs are sent as files"))
         else:
             content.append(binary)
-    text = "\n\n".join(t for t in (result.text, *notes) if t)
-    if text:
-        content.insert(0, text)
     return ToolReturn(return_value=content, metadata=dict(metadata))
 
 
