@@ -109,6 +109,9 @@ def mcp_tools(tools: Iterable[Tool]) -> list[mcp.types.Tool]:
 
     The flags become the annotations (`read_only` → `readOnlyHint`, `destructive`,
     `idempotent`, `open_world`) and `title` goes both on the tool and in the annotations.
+    A read-only tool is published with `destructiveHint: false`: `destructive` defaults to
+    MCP's own default (true), which is meaningless for a tool that changes nothing, and
+    clients that read the hint without checking `readOnlyHint` first would warn about it.
     """
     from mcp import types  # lazy: `import mcp` takes about a second
 
@@ -122,7 +125,7 @@ def mcp_tools(tools: Iterable[Tool]) -> list[mcp.types.Tool]:
             annotations=types.ToolAnnotations(
                 title=tool.title,
                 read_only_hint=tool.read_only,
-                destructive_hint=tool.destructive,
+                destructive_hint=tool.destructive and not tool.read_only,
                 idempotent_hint=tool.idempotent,
                 open_world_hint=tool.open_world,
             ),
