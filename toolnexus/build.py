@@ -25,6 +25,7 @@ from ._attach import (
     manifest_middleware,
     manifest_permissions,
 )
+from ._mcp_namespace import mcp_json_servers, namespace_clashes
 from .approval import compile_rules
 from .base import Tool
 from .errors import (
@@ -121,6 +122,7 @@ async def build_generation(
                 toolkit=toolkit,
             )
             tools += server_tools
+            tools = namespace_clashes(tools, mcp_json_servers(manifest.mcp_servers))
         issues.raise_if_any()
 
         registry = _registry(tools, manifest)
