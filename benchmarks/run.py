@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "startup": lambda: __import__("startup").bench_startup(),  # benchmarks/startup.py
 }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import FIXTURES, ROOT, Row, spread, table  # noqa: E402
+from run import FIXTURES, ROOT, Row, spread, table
 
 ECHO = str(FIXTURES / "echo_server.py")
 
