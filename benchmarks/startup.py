@@ -47,6 +47,43 @@ async def main():
 anyio.run(main)
 """
 
+TOOLKIT_TWO = f"""
+import sys
+from toolnexus import create_toolkit
+server = {{"command": sys.executable, "args": [{ECHO!r}]}}
+tk = create_toolkit({{"version": 1, "mcp_servers": {{"a": {{**server, "prefix": "a_"}},
+                     "b": {{**server, "prefix": "b_"}}}}}})
+print(tk.execute("b_echo", {{"text": "ready"}}).content, flush=True)
+tk.close()
+"""
+
+SDK_TWO = f"""
+import sys
+import anyio
+from mcp import Client, StdioServerParameters
+
+async def main():
+    params = StdioServerParameters(command=sys.executable, args=[{ECHO!r}])
+    clients, ready, done = [], anyio.Event(), anyio.Event()
+
+    async def connect():  # a client is entered and left by one task
+        async with Client(params) as client:
+            clients.append(client)
+            if len(clients) == 2:
+                ready.set()
+            await done.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(connect)
+        tg.start_soon(connect)
+        await ready.wait()
+        result = await clients[1].call_tool("echo", {{"text": "ready"}})
+        print(result.content[0].text, flush=True)
+        done.set()
+
+anyio.run(main)
+"""
+
 RELOAD = """
 import sys, time
 from pathlib import Path
@@ -94,15 +131,18 @@ def first_result_ms(code: str, *args: str) -> tuple[float, str]:
 def bench_startup(runs: int = 9) -> None:
     toolkit: list[float] = []
     sdk: list[float] = []
+    toolkit_two: list[float] = []
+    sdk_two: list[float] = []
     bare: list[float] = []
     for i in range(runs):
-        order = [(TOOLKIT, toolkit), (SDK, sdk)]
+        order = [(TOOLKIT, toolkit), (SDK, sdk), (TOOLKIT_TWO, toolkit_two), (SDK_TWO, sdk_two)]
         for code, into in order if i % 2 == 0 else reversed(order):
             ms, out = first_result_ms(code)
             assert out.startswith("ready"), out
             into.append(ms)
         bare.append(first_result_ms("print('ready', flush=True)")[0])
     ratios = [t / s for t, s in zip(toolkit, sdk, strict=True)]
+    ratios_two = [t / s for t, s in zip(toolkit_two, sdk_two, strict=True)]
     rows: list[Row] = [
         ("bare interpreter (`python -c print`)", statistics.median(bare), "ms", spread(bare)),
         (
@@ -122,6 +162,18 @@ def bench_startup(runs: int = 9) -> None:
             statistics.median(ratios),
             "×",
             f"target ≤ 0.8×; pairs {spread(ratios)}",
+        ),
+        (
+            "SDK, two servers: two `mcp.Client`s connected concurrently + `call_tool`",
+            statistics.median(sdk_two),
+            "ms",
+            f"runs {spread(sdk_two)} ms",
+        ),
+        (
+            "toolnexus, two stdio servers: `create_toolkit` + `execute`",
+            statistics.median(toolkit_two),
+            "ms",
+            f"**{statistics.median(ratios_two):.2f}×** the SDK's; pairs {spread(ratios_two)}",
         ),
     ]
     reload: list[float] = []
