@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ from toolnexus._mcp_namespace import namespace_clashes, namespaced_name
 from toolnexus.base import Result
 from toolnexus.errors import ManifestError
 from toolnexus.schema import is_valid_name
+
+from ..conftest import MCP_SERVERS
+
+EVERYTHING = MCP_SERVERS / "everything.py"
 
 SERVER = '''
 import sys
@@ -136,6 +141,30 @@ def test_a_clash_a_manifest_declares_is_still_a_located_error(tmp_path: Path) ->
     assert "tool 'echo' is defined twice" in text
     assert "mcp:alpha" in text and "mcp:beta" in text
     assert "tools.yaml" in text
+
+
+def test_a_name_that_starts_to_clash_at_runtime_is_namespaced_then(tmp_path: Path) -> None:
+    """A server whose `tools/list_changed` brings a name another server has: both copies are
+    renamed in the next generation, and each still reaches its own server."""
+    script = write_server(tmp_path)
+    path = tmp_path / ".mcp.json"
+    servers = {
+        "alpha": entry(script, "alpha"),
+        "grows": {"command": sys.executable, "args": [str(EVERYTHING)]},
+    }
+    path.write_text(json.dumps({"mcpServers": servers}))
+    with create_toolkit(path) as tk:
+        assert {"mcp__alpha__echo", "mcp__grows__echo", "only_alpha", "grow"} <= set(tk.names())
+        grown = tk.execute("grow", {"name": "only_alpha"})
+        assert not grown.is_error, grown.content
+        deadline = time.monotonic() + 30
+        while "only_alpha" in tk.names() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the refresh arrives as a notification: nothing to wait on
+        names = set(tk.names())
+        assert {"mcp__alpha__only_alpha", "mcp__grows__only_alpha"} <= names, names
+        assert "only_alpha" not in names
+        assert tk.execute("mcp__alpha__only_alpha", {"text": "t"}).content == "alpha own: t"
+        assert tk.execute("mcp__grows__only_alpha", {"x": 3}).content == "only_alpha:3"
 
 
 async def _run(arguments: dict[str, object], ctx: object) -> Result:
