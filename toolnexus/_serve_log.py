@@ -10,10 +10,10 @@ client asked for:
 - 2026-07-28 connections ask per request (`_meta["io.modelcontextprotocol/logLevel"]`); a
   request that does not ask gets no log messages, as that revision requires.
 
-The records still propagate to `toolnexus.tool`, so the application's own logging sees them as
-before. Sending never blocks the tool: records are queued (at most `MAX_PENDING` per call; the
-rest are counted and reported in one last message) and sent in order by a task on the server's
-loop, and the call's result waits until they are all sent.
+The records still go to `toolnexus.tool` as far as its level lets them, so the application's
+own logging sees what it saw before. Sending never blocks the tool: records are queued (at most
+`MAX_PENDING` per call; the rest are counted and reported in one last message) and sent in
+order by a task on the server's loop, and the call's result waits until they are all sent.
 """
 
 from __future__ import annotations
@@ -120,6 +120,19 @@ class _ToClient(logging.Handler):
             self.dropped += record is not None
 
 
+class _ToApplication(logging.Handler):
+    """Hands a record to `toolnexus.tool` when that logger would have taken it itself, so
+    the application's logging sees exactly what it saw before a client asked for more."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.logger.isEnabledFor(record.levelno):
+            self.logger.handle(record)
+
+
 @contextlib.asynccontextmanager
 async def forward_logs(
     ctx: Any, tool_name: str, threshold: int | None
@@ -134,9 +147,10 @@ async def forward_logs(
 
     parent = logging.getLogger("toolnexus.tool")
     call_logger = logging.Logger(f"toolnexus.tool.{tool_name}")  # not registered: no leak
-    call_logger.parent = parent
+    call_logger.propagate = False  # `_ToApplication` passes on what the application wants
+    call_logger.addHandler(_ToApplication(parent))
     # Records the client wants must pass the logger's own gate, whatever the application
-    # configured; the handler then applies the client's level.
+    # configured; each handler then applies its own level (the client's, the application's).
     call_logger.setLevel(min(threshold, parent.getEffectiveLevel()))
     handler = _ToClient(threshold, asyncio.get_running_loop())
     call_logger.addHandler(handler)

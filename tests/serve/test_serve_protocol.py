@@ -264,3 +264,40 @@ async def test_each_answer_to_the_approval_question_is_told_as_it_was(
         assert message in text, (case, text)
         if action != "decline":
             assert "declined" not in text, (case, text)
+
+
+@pytest.mark.anyio
+async def test_a_client_asking_for_more_does_not_change_what_the_application_logs(
+    manifest: Path,
+) -> None:
+    """In process (the SDK's direct transport): the application keeps `toolnexus.tool` at
+    warning; a client at debug gets all four records, the application's handler still two."""
+    import logging
+
+    from toolnexus import acreate_toolkit
+    from toolnexus.serve import build_server
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    app_logger = logging.getLogger("toolnexus.tool")
+    collect = Collect()
+    app_logger.addHandler(collect)
+    before = app_logger.level
+    app_logger.setLevel(logging.WARNING)
+    logs = Logs()
+    try:
+        async with await acreate_toolkit(manifest) as toolkit:
+            server = build_server(toolkit)
+            async with mcp.Client(server, mode="legacy", logging_callback=logs) as c:
+                await set_level(c, "debug")
+                with anyio.fail_after(WAIT):
+                    await c.call_tool("chatty", {"n": 1})
+    finally:
+        app_logger.removeHandler(collect)
+        app_logger.setLevel(before)
+    assert logs.take() == expected("debug", "info", "warning", "error")
+    assert seen == ["warning 1", "error 1"]
