@@ -301,3 +301,24 @@ async def test_a_client_asking_for_more_does_not_change_what_the_application_log
         app_logger.setLevel(before)
     assert logs.take() == expected("debug", "info", "warning", "error")
     assert seen == ["warning 1", "error 1"]
+
+
+@pytest.mark.anyio
+async def test_logs_of_a_toolkit_on_its_own_loop_thread_arrive_before_the_result(
+    manifest: Path,
+) -> None:
+    """`create_toolkit` runs calls on a private loop thread: the records cross to the
+    server's loop and are all sent before the call's result."""
+    from toolnexus import create_toolkit
+    from toolnexus.serve import build_server
+
+    logs = Logs()
+    with create_toolkit(manifest) as toolkit:
+        async with mcp.Client(build_server(toolkit), mode="legacy", logging_callback=logs) as c:
+            await set_level(c, "info")
+            for n in range(3):
+                with anyio.fail_after(WAIT):
+                    await c.call_tool("chatty", {"n": n})
+                assert logs.take() == [
+                    (level, f"{level} {n}", "chatty") for level in ("info", "warning", "error")
+                ]
