@@ -1242,6 +1242,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
     "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),
     "frameworks": lambda: __import__("frameworks").bench_frameworks(),  # benchmarks/frameworks.py
+    "startup": lambda: __import__("startup").bench_startup(),  # benchmarks/startup.py
 }
 
 

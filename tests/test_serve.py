@@ -332,13 +332,18 @@ async def test_http_ask_goes_to_the_clients_user(http_server: Served, mode: str)
             plain = await client.call_tool("say", {"text": "hello"})
             assert not plain.is_error and len(yes.questions) == 1  # no rule asked: no question
 
-        for refuser in (no, cancel, unticked):
+        refusals = {
+            no: "the user declined this call",
+            cancel: "dismissed the approval question without answering",
+            unticked: "without approving the call",
+        }
+        for refuser, refusal in refusals.items():
             async with http_client(
                 http_server.url, mode=mode, elicitation_callback=refuser
             ) as client:
                 result = await client.call_tool("say", call)
                 assert result.is_error
-                assert "declined" in result.content[0].text  # type: ignore[union-attr]
+                assert refusal in result.content[0].text  # type: ignore[union-attr]
                 assert len(refuser.questions) == 1
 
         async with http_client(http_server.url, mode=mode) as client:

@@ -25,6 +25,7 @@ from ._attach import (
     manifest_middleware,
     manifest_permissions,
 )
+from ._mcp_namespace import mcp_json_servers, namespace_clashes
 from .approval import compile_rules
 from .base import Tool
 from .errors import (
@@ -127,6 +128,7 @@ async def build_generation(
                 roots=[Path(r) for r in roots],
             )
             tools += server_tools
+            tools = namespace_clashes(tools, mcp_json_servers(manifest.mcp_servers))
         issues.raise_if_any()
 
         if permissions is not None and any(t.meta.get("aliases") for t in tools):

@@ -157,6 +157,7 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
     import dataclasses
     from contextlib import AsyncExitStack
 
+    from ._mcp_namespace import mcp_json_servers, namespace_clashes
     from .build import server_tools
     from .executor import Executor
     from .registry import Registry
@@ -175,8 +176,13 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
         fresh = server_tools(server, carry["decls"][key])
         stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
         kept = [t for t in current.registry.tools() if t.name not in stale]
+        namespaced = mcp_json_servers(carry["decls"].values())
         registry = Registry(
-            apply_search([*kept, *fresh], current.tool_search, hidden=current.hidden)
+            apply_search(
+                namespace_clashes([*kept, *fresh], namespaced),
+                current.tool_search,
+                hidden=current.hidden,
+            )
         )
         old = current.executor
         executor = Executor(

@@ -32,6 +32,7 @@ import ipaddress
 import json
 import os
 import sys
+import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -257,7 +258,9 @@ def _build_server(
     from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.models import InitializationOptions
     from mcp.server.subscriptions import ListenHandler
+    from mcp.shared.exceptions import MCPDeprecationWarning
 
+    from ._serve_log import ClientLogLevels, forward_logs
     from .adapters import mcp_result, mcp_tools
     from .search.sessions import SessionStates
 
@@ -265,6 +268,7 @@ def _build_server(
 
     announcer = _Announcer()
     searches = SessionStates()  # each client's loaded deferred tools
+    log_levels = ClientLogLevels()
 
     class ToolkitServer(Server[Any]):
         def create_initialization_options(
@@ -299,13 +303,15 @@ def _build_server(
             approver = gate
         from ._serve_forward import forwarding
 
-        result = await toolkit.aexecute(
-            params.name,
-            arguments,
-            call_id=f"mcp-{ctx.request_id}",
-            approver=approver,
-            **forwarding(ctx),  # progress and the servers' questions go to this client
-        )
+        async with forward_logs(ctx, params.name, log_levels.threshold(ctx)) as logs:
+            result = await toolkit.aexecute(
+                params.name,
+                arguments,
+                call_id=f"mcp-{ctx.request_id}",
+                approver=approver,
+                middleware=logs,
+                **forwarding(ctx),  # progress and the servers' questions go to this client
+            )
         await searches.observe(ctx, result)
         return mcp_result(result)
 
@@ -313,14 +319,19 @@ def _build_server(
         tool = toolkit.get(tool_name)
         return tool.parameters if tool is not None else None
 
-    server = ToolkitServer(
-        name,
-        version=_version(),
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_subscriptions_listen=ListenHandler(announcer.bus),
-        get_tool_input_schema=input_schema,
-    )
+    with warnings.catch_warnings():
+        # `logging/setLevel` is deprecated as of 2026-07-28, and still what handshake-era
+        # clients send; newer ones ask per request (see `_serve_log`).
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server = ToolkitServer(
+            name,
+            version=_version(),
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_subscriptions_listen=ListenHandler(announcer.bus),
+            get_tool_input_schema=input_schema,
+            on_set_logging_level=log_levels.set_level,
+        )
     server.middleware.append(announcer.track)
     toolkit.on_reload.append(announcer.on_reload)
     return server, announcer.on_reload
@@ -371,7 +382,29 @@ def _refusal(name: str, verdict: Verdict, why: str) -> mcp.types.CallToolResult:
 
 
 def _accepted(answer: mcp.types.ElicitResult) -> bool:
-    return answer.action == "accept" and (answer.content or {}).get("approve") is True
+    """True for an approval; otherwise raises `ToolError` saying which answer it was (the
+    executor refuses the call with that reason), so the model is never told "the user
+    declined" when the user did something else."""
+    if answer.action == "decline":
+        raise ToolError("the user declined this call")
+    if answer.action == "cancel":
+        raise ToolError(
+            "the user dismissed the approval question without answering it (cancel), so the "
+            "call was not run"
+        )
+    approve = (answer.content or {}).get("approve")
+    if approve is True:
+        return True
+    if approve is False:
+        raise ToolError(
+            "the user answered the approval question without approving the call "
+            "(accept with approve: false), so the call was not run"
+        )
+    sent = repr(answer.content or {})
+    raise ToolError(
+        "the client accepted the approval question but sent no approval with it (accept "
+        f"without approve: true; it sent {sent[:200]}), so the call was not run"
+    )
 
 
 def _approval_gate(
@@ -407,8 +440,7 @@ def _approval_gate(
         if isinstance(answer, types.ElicitResult) and params.request_state == _fingerprint(
             question
         ):
-            approved = _accepted(answer)
-            return lambda request: approved
+            return lambda request: _accepted(answer)
         return types.InputRequiredResult(
             input_requests={
                 _APPROVAL_KEY: types.ElicitRequest(

@@ -154,6 +154,9 @@ def mcp_tools(tools: Iterable[Tool], *, state: SearchState | None = None) -> lis
     The flags become the annotations (`read_only` → `readOnlyHint`, `destructive`,
     `idempotent`, `open_world`) and `title` goes both on the tool and in the annotations.
     `state` as for `openai_chat_tools` (`serve` keeps one per client session).
+    A read-only tool is published with `destructiveHint: false`: `destructive` defaults to
+    MCP's own default (true), which is meaningless for a tool that changes nothing, and
+    clients that read the hint without checking `readOnlyHint` first would warn about it.
     """
     from mcp import types  # lazy: `import mcp` takes about a second
 
@@ -167,7 +170,7 @@ def mcp_tools(tools: Iterable[Tool], *, state: SearchState | None = None) -> lis
             annotations=types.ToolAnnotations(
                 title=tool.title,
                 read_only_hint=tool.read_only,
-                destructive_hint=tool.destructive,
+                destructive_hint=tool.destructive and not tool.read_only,
                 idempotent_hint=tool.idempotent,
                 open_world_hint=tool.open_world,
             ),

@@ -143,6 +143,8 @@ class _File:
     base_dir: Path
     positions: Positions | None
     label: str
+    mcp_json: bool = False
+    """A file in the `mcpServers` format: its servers' clashing tool names get namespaced."""
 
     def loc(self, path: NodePath) -> Location:
         found = self.positions.of(path) if self.positions is not None else None
@@ -577,6 +579,7 @@ class _Loader:
             include_chain=scope.chain,
             defaults=scope.defaults or Defaults(),
             scope_middleware=scope.middleware,
+            namespaced=ctx.mcp_json,
         )
         if self.claim(
             self.server_names, name, decl, ctx, path, what="MCP server", fix="rename one"
@@ -645,7 +648,11 @@ class _Loader:
                     elif p == ():
                         target[p] = where
         new_ctx = _File(
-            display=ctx.display, base_dir=ctx.base_dir, positions=positions, label=ctx.label
+            display=ctx.display,
+            base_dir=ctx.base_dir,
+            positions=positions,
+            label=ctx.label,
+            mcp_json=True,
         )
         return {"version": 1, "mcp_servers": converted}, new_ctx
 

@@ -199,6 +199,9 @@ class ServerDecl(_Located):
     include_chain: tuple[IncludeDecl, ...] = ()
     defaults: Defaults = field(default_factory=Defaults)
     scope_middleware: tuple[MiddlewareDecl, ...] = ()
+    namespaced: bool = False
+    """Declared in a file in the `mcpServers` format (`.mcp.json`), which has no place for a
+    prefix: a tool name it shares with another tool is namespaced (`mcp__SERVER__TOOL`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,12 +16,17 @@ in any 2.x release) and replaces the reader:
 - a line that is not JSON-RPC means the stream can no longer be trusted (it may have been the
   answer to a call): the transport reports it through `on_broken` and ends the read stream, so
   calls in flight fail at once and the server is restarted like one that crashed.
+
+Starting the process (`started_process`) is separate from the transport and imports nothing of
+the SDK, so a server is started *before* the SDK is imported: `import mcp` takes most of a
+second, and a Python server spends about as long importing it too; the two overlap.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -30,10 +35,9 @@ import anyio.to_thread
 
 if TYPE_CHECKING:
     from anyio.abc import Process
-    from mcp.client.stdio import StdioServerParameters
     from mcp.shared.message import SessionMessage
 
-__all__ = ["MESSAGE_TOO_LARGE", "bounded_stdio_client"]
+__all__ = ["MESSAGE_TOO_LARGE", "bounded_stdio_client", "default_environment", "started_process"]
 
 MESSAGE_TOO_LARGE = -32050
 """JSON-RPC error code (implementation-defined range) of an answer refused for its size."""
@@ -52,37 +56,72 @@ _ID_AT_START = re.compile(
 )
 """A message's id, read from its start: only where the SDK (and every server seen) puts it, the
 first key or the one after `"jsonrpc"`, so an `"id"` nested in the result can never match."""
+_INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+"""The variables the SDK's `get_default_environment` passes on (POSIX)."""
+
+
+def default_environment() -> dict[str, str]:
+    """The SDK's safe default environment for a server (`mcp.client.stdio.
+    get_default_environment`: `_INHERITED`, minus exported shell functions), without
+    importing the SDK."""
+    return {
+        key: value
+        for key in _INHERITED
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
+
+
+@asynccontextmanager
+async def started_process(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None,
+    errlog: TextIO,
+) -> AsyncIterator[Process]:
+    """Start a server process and yield it; on leaving, a process still running gets the
+    spec's shutdown (`bounded_stdio_client` normally gave it already).
+
+    Args:
+        argv: the command and its arguments.
+        env: merged over `default_environment()`.
+        cwd: the working directory (None: this process's).
+        errlog: where the server's stderr goes.
+    """
+    process = await anyio.open_process(
+        list(argv),
+        env=default_environment() | dict(env),
+        stderr=errlog,
+        cwd=cwd,
+        start_new_session=True,  # one process group: the shutdown reaches its children
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
 
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    params: StdioServerParameters,
+    process: Process,
     *,
-    errlog: TextIO,
     max_message: int,
     on_broken: Callable[[str], None],
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Start the server and yield `(read_stream, write_stream)` for `mcp.Client`.
+    """Yield `(read_stream, write_stream)` for `mcp.Client`, over a started server process
+    (see `started_process`); on leaving, the server is shut down.
 
     Args:
-        params: the command, arguments, environment (merged over the SDK's safe defaults)
-            and working directory.
-        errlog: where the server's stderr goes.
+        process: the server, with piped stdin and stdout.
         max_message: the longest line (in bytes) read from the server.
         on_broken: called with a reason when the server writes something that is not
             JSON-RPC; the read stream ends right after.
     """
     import mcp_types as types
-    from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(
-        [params.command, *params.args],
-        env=get_default_environment() | (params.env or {}),
-        stderr=errlog,
-        cwd=params.cwd,
-        start_new_session=True,  # one process group: the shutdown reaches its children
-    )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()

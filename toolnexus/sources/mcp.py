@@ -840,13 +840,14 @@ class McpServer:
             self._live.discard(conn)
 
     async def _serve(self, conn: _Connection) -> None:
-        from mcp import Client
-
         try:
             with conn.scope:
                 async with AsyncExitStack() as stack:
+                    transport = await self._transport(stack, conn)  # stdio: the server runs
+                    from mcp import Client  # about a second, overlapping the server's start
+
                     client = Client(
-                        _watched(await self._transport(stack, conn), conn),
+                        _watched(transport, conn),
                         message_handler=self._message_handler(conn),
                         cache=None,
                         **client_options(
@@ -890,7 +891,8 @@ class McpServer:
             conn.ready.set()
 
     async def _transport(self, stack: AsyncExitStack, conn: _Connection) -> Any:
-        """The SDK transport for this server (not yet entered)."""
+        """The SDK transport for this server (not yet entered). A stdio server's process is
+        started here, before anything imports the SDK (see `_mcp_stdio`)."""
         spec = self.spec
         if spec.url is not None:
             import httpx2
@@ -915,9 +917,7 @@ class McpServer:
             return streamable_http_client(
                 spec.url, http_client=http, max_sse_event_size=spec.max_message
             )
-        from mcp.client.stdio import StdioServerParameters
-
-        from ._mcp_stdio import bounded_stdio_client
+        from ._mcp_stdio import bounded_stdio_client, started_process
 
         assert spec.command is not None and conn.stderr is not None
         argv = [spec.command, *spec.args]
@@ -938,9 +938,11 @@ class McpServer:
             # The wrapped environment is complete; the SDK adds its few defaults (HOME, PATH...)
             # and the sandbox chains drop those the policy does not allow.
             argv, env = list(wrapped.argv), wrapped.env
-        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=spec.cwd)
+        process = await stack.enter_async_context(
+            started_process(argv, env=env, cwd=spec.cwd, errlog=conn.stderr)
+        )
         return bounded_stdio_client(
-            params, errlog=conn.stderr, max_message=spec.max_message, on_broken=conn.set_broken
+            process, max_message=spec.max_message, on_broken=conn.set_broken
         )
 
     def _describe_start_failure(self, conn: _Connection) -> str:
