@@ -213,7 +213,7 @@ class Endpoint:
     """The toolkit's shared client; None makes a client per call."""
     keep_slashes: frozenset[str] = frozenset()
     """Arguments whose value may span URL path segments (a file path): each segment is
-    percent-encoded and `/` kept; a `.` or `..` segment is refused (see `_quote_path`)."""
+    percent-encoded and `/` kept; a `.` or `..` segment is refused (see `_quote`)."""
 
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Result:
         """Make the request for `arguments` and map the response to a `Result`."""
@@ -257,11 +257,7 @@ class Endpoint:
             lead = Template.literal("", field=self.url.field)
         rest = Template(field=self.url.field, pieces=pieces[len(lead.pieces) :])
         head = lead.render(args)
-        tail = (
-            rest.render(args, encode=_quote)
-            if not self.keep_slashes
-            else "".join(self._url_piece(piece, args) for piece in rest.pieces)
-        )
+        tail = "".join(self._url_piece(piece, args) for piece in rest.pieces)
         assert head is not None and tail is not None  # check_url admits only `{name}`
         text = head + tail
         try:
@@ -281,7 +277,8 @@ class Endpoint:
         if isinstance(piece, str):
             return piece
         one = Template(field=self.url.field, pieces=(piece,))
-        text = one.render(args, encode=_quote_path if piece.name in self.keep_slashes else _quote)
+        spans = piece.name in self.keep_slashes
+        text = one.render(args, encode=lambda value: _quote(value, piece.name, spans=spans))
         assert text is not None  # check_url admits only `{name}`
         return text
 
@@ -474,38 +471,32 @@ def _safe_url(url: httpx.URL) -> str:
     return mask_secrets(f"{url.scheme}://{url.host}{port}{path}")
 
 
-def _quote(text: str) -> str:
-    """Percent-encode a value for the URL, `/` included.
+def _quote(text: str, name: str, *, spans: bool = False) -> str:
+    """Percent-encode the value of argument `name` for the URL, `/` included, or, when the
+    value `spans` path segments (`docs/a b.md` -> `docs/a%20b.md`), each segment alone with
+    `/` kept, as the official clients of such APIs send it (go-github's contents calls,
+    GitHub's `x-multi-segment` parameters).
 
     Raises:
-        ToolError: the value is `.` or `..` (or `%2e%2e`...). Encoded as `%2E%2E` it still
-            moves the request to another path on servers that decode before resolving dot
-            segments.
+        ToolError: the value is `.` or `..`, or (spanning) holds such a segment, also once
+            percent-decoded (`%2e%2e`, `%252e`) or split at a backslash (`..\\`): it would
+            move the request to another path, on servers that decode before resolving dot
+            segments too.
     """
-    if _decoded(text) in (".", ".."):
-        raise ToolError(
-            f"a URL path value may not be {text!r}: it would point the request at another "
-            "path; pass a name"
-        )
-    return urllib.parse.quote(text, safe="")
-
-
-def _quote_path(text: str) -> str:
-    """Percent-encode a value that spans path segments (`docs/a b.md` -> `docs/a%20b.md`).
-
-    Each segment is encoded as `_quote` encodes a whole value, and `/` is kept, as the
-    official clients of such APIs send it (go-github's contents calls, GitHub's
-    `x-multi-segment` parameters).
-
-    Raises:
-        ToolError: a segment is `.` or `..`, also once percent-decoded (`%2e%2e`, `%252e`) or
-            split at a backslash (`..\\`): it would move the request to another path.
-    """
-    for segment in re.split(r"[/\\]", _decoded(text)):
+    plain = _decoded(text)
+    if not spans:
+        if plain in (".", ".."):
+            raise ToolError(
+                f"argument '{name}': a URL path value may not be {text!r}: it would point the "
+                "request at another path; pass a name"
+            )
+        return urllib.parse.quote(text, safe="")
+    for segment in re.split(r"[/\\]", plain):
         if segment in (".", ".."):
             raise ToolError(
-                f"a URL path value may not hold a {segment!r} segment ({text!r}): it would "
-                "point the request at another path; pass a path without . or .. parts"
+                f"argument '{name}': a URL path value may not hold a {segment!r} segment "
+                f"({text!r}): it would point the request at another path; pass a path without "
+                ". or .. parts"
             )
     return "/".join(urllib.parse.quote(segment, safe="") for segment in text.split("/"))
 
