@@ -1236,6 +1236,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "process": bench_process,
     "reload": bench_reload,
     "shell": bench_shell,
+    "openapi": lambda: __import__("openapi").bench_openapi(),  # benchmarks/openapi.py
 }
 
 

@@ -1,0 +1,239 @@
+"""OpenAPI at the scale of real APIs: Stripe's and GitHub's descriptions loaded into tools.
+
+    python benchmarks/run.py openapi
+    python benchmarks/openapi.py          # the same section alone
+
+Set-up fetches the two descriptions (the only network this project's code ever uses outside a
+tool call) into `benchmarks/.cache/openapi/`, which git ignores: they are never committed. If
+a fetch fails the section says so; GitHub's description then comes from npm's
+`@octokit/openapi` (the same file, packaged by Octokit) when `npm` can fetch it, and Stripe's
+row is measured on a stand-in: GitHub's description written out as YAML, which the table
+labels as such.
+
+Peers, in the same run: the YAML parsers (PyYAML's pure-Python `SafeLoader`, its libyaml
+`CSafeLoader`, and the libyaml event reader the OpenAPI source uses) and `json.loads`; the
+whole load into tools before this change (the tree of `BEFORE`, extracted from git into a
+temporary folder: pure-Python `yaml.safe_load` and the old pipeline) and after. Each load
+runs in a fresh interpreter with its imports done, so neither side is warmed by the other;
+times are medians of wall-clock runs, with CPU time beside them (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "benchmarks" / ".cache" / "openapi"
+BEFORE = "a0a8287"
+"""The commit before the OpenAPI scale work (issue 14): the old loader and pipeline."""
+SOURCES = {
+    "stripe.yaml": "https://raw.githubusercontent.com/stripe/openapi/master/openapi/spec3.yaml",
+    "github.json": "https://raw.githubusercontent.com/github/rest-api-description/main/"
+    "descriptions/api.github.com/api.github.com.json",
+}
+RUNS = 5
+
+_LOAD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from toolnexus.sources import BuildContext
+from toolnexus.sources.openapi import build_openapi_tools
+import yaml, httpx  # imports are not the load's business
+ctx = BuildContext(workspace=Path({folder!r}), base_dir=Path({folder!r}))
+wall, cpu = time.perf_counter(), time.process_time()
+tools = build_openapi_tools({{"openapi": {path!r}, "base_url": "https://api.example.com"}}, ctx)
+print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu, len(tools)]))
+"""
+
+_PARSE = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import yaml
+from toolnexus.sources._spec_text import parse_spec_text
+data = open({path!r}, "rb").read()
+kind = {kind!r}
+wall, cpu = time.perf_counter(), time.process_time()
+if kind == "SafeLoader":
+    yaml.load(data, Loader=yaml.SafeLoader)
+elif kind == "CSafeLoader":
+    yaml.load(data, Loader=yaml.CSafeLoader)
+elif kind == "json.loads":
+    json.loads(data)
+else:
+    parse_spec_text(data, "bench")
+print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu, 0]))
+"""
+
+
+def fetch(notes: list[str]) -> dict[str, tuple[Path, str]]:
+    """The descriptions by name: (cached file, how it was obtained)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    found: dict[str, tuple[Path, str]] = {}
+    for name, url in SOURCES.items():
+        path = CACHE / name
+        if path.is_file() and path.stat().st_size:
+            found[name] = (path, "fetched earlier")
+            continue
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                path.write_bytes(response.read())
+            found[name] = (path, "fetched")
+        except OSError as exc:
+            notes.append(f"fetching {url} failed here: {exc}")
+    if "github.json" not in found:
+        packaged = _from_npm(notes)
+        if packaged is not None:
+            found["github.json"] = (packaged, "from npm @octokit/openapi (fetch failed)")
+    if "stripe.yaml" not in found and "github.json" in found:
+        stand_in = CACHE / "github-as-yaml.yaml"
+        if not stand_in.is_file():
+            import yaml
+
+            document = json.loads(found["github.json"][0].read_bytes())
+            dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+            stand_in.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False))
+        found["stripe.yaml"] = (stand_in, "STAND-IN: GitHub's description as YAML")
+        notes.append(
+            "Stripe's description could not be fetched: its rows use GitHub's description "
+            f"written as YAML ({stand_in.stat().st_size / 1e6:.1f} MB) instead"
+        )
+    return found
+
+
+def _from_npm(notes: list[str]) -> Path | None:
+    target = CACHE / "github-npm.json"
+    if target.is_file():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        notes.append("npm is not installed: no GitHub description")
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [npm, "pack", "@octokit/openapi", "--silent"],
+            check=False,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
+        tgz = next(Path(tmp).glob("*.tgz"), None)
+        if done.returncode or tgz is None:
+            notes.append(f"npm pack @octokit/openapi failed: {done.stderr.strip()[:200]}")
+            return None
+        with tarfile.open(tgz) as archive:
+            member = archive.extractfile("package/generated/api.github.com.json")
+            assert member is not None
+            target.write_bytes(member.read())
+    return target
+
+
+def before_tree(notes: list[str]) -> Path | None:
+    """The `toolnexus` package as it was at `BEFORE`, extracted into a temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix="toolnexus-before-"))
+    archive = folder / "before.tar"
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "-o", str(archive), BEFORE, "toolnexus"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        notes.append(f"the old tree ({BEFORE}) is not in this checkout: {done.stderr.strip()}")
+        return None
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def _run(code: str) -> tuple[float, float, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900
+    ).stdout
+    wall, cpu, count = json.loads(out.strip().splitlines()[-1])
+    return wall, cpu, count
+
+
+def measure(code: str, runs: int) -> tuple[float, float, int]:
+    samples = [_run(code) for _ in range(runs)]
+    return (
+        statistics.median(s[0] for s in samples),
+        statistics.median(s[1] for s in samples),
+        samples[-1][2],
+    )
+
+
+def bench_openapi() -> None:
+    from run import table  # benchmarks/ is on sys.path when run.py runs
+
+    notes: list[str] = []
+    specs = fetch(notes)
+    old = before_tree(notes)
+    rows = []
+    targets = {"stripe.yaml": ("Stripe", 1.5), "github.json": ("GitHub", 0.3)}
+    for name, (path, how) in specs.items():
+        title, target = targets[name]
+        size = path.stat().st_size / 1e6
+        label = f"{title} ({size:.1f} MB, {how})"
+        kinds = ["json.loads"] if name.endswith(".json") else ["SafeLoader", "CSafeLoader"]
+        ours = measure(_PARSE.format(root=str(ROOT), path=str(path), kind="ours"), RUNS)
+        rows.append(
+            (f"{label}: parse, libyaml events / json (ours)", ours[0], "s", f"CPU {ours[1]:.2f} s")
+        )
+        for kind in kinds:
+            runs = 1 if kind == "SafeLoader" else 3
+            peer = measure(_PARSE.format(root=str(ROOT), path=str(path), kind=kind), runs)
+            rows.append(
+                (
+                    f"{label}: parse, {kind}",
+                    peer[0],
+                    "s",
+                    f"CPU {peer[1]:.2f} s; ours is {peer[0] / ours[0]:.1f}x faster",
+                )
+            )
+        after = measure(_LOAD.format(root=str(ROOT), folder=str(path.parent), path=str(path)), RUNS)
+        if old is not None:
+            before = measure(
+                _LOAD.format(root=str(old), folder=str(path.parent), path=str(path)),
+                1 if name.endswith(".yaml") else RUNS,
+            )
+            rows.append(
+                (
+                    f"{label}: load into tools, before ({before[2]} tools)",
+                    before[0],
+                    "s",
+                    f"CPU {before[1]:.2f} s",
+                )
+            )
+            ratio = f"; {before[0] / after[0]:.1f}x faster than before"
+        else:
+            ratio = ""
+        rows.append(
+            (
+                f"{label}: load into tools, after ({after[2]} tools)",
+                after[0],
+                "s",
+                f"CPU {after[1]:.2f} s; target ≤ {target} s{ratio}",
+            )
+        )
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    table("OpenAPI descriptions into tools", rows)
+    for note in notes:
+        print(f"- {note}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    started = time.perf_counter()
+    bench_openapi()
+    print(f"\n({time.perf_counter() - started:.0f} s)")
