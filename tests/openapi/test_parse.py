@@ -108,3 +108,9 @@ def test_broken_text_names_the_line() -> None:
         parse_spec_text("a: 1\nb: [\n", "b.yaml")
     with pytest.raises(SourceError, match=r"j.json: not valid JSON"):
         parse_spec_text('{"a": 1,,}', "j.json")
+
+
+@pytest.mark.parametrize("text", ["? [a, b]\n: c\n", "? {a: 1}\n: c\n", "k: &k [1]\n*k : v\n"])
+def test_a_mapping_key_must_be_plain_text(text: str) -> None:
+    with pytest.raises(SourceError, match="a mapping key must be plain text"):
+        parse_spec_text(text, "k.yaml")

@@ -30,11 +30,11 @@ class Selection:
     include: Sequence[str]
     exclude: Sequence[str]
     label: str
-    names: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list, init=False)
     """Every operation's shown name (sanitized operationId), in document order."""
-    _used: set[int] = field(default_factory=set)
-    _exclude_used: set[int] = field(default_factory=set)
-    _all_names: set[str] = field(default_factory=set)
+    _used: set[int] = field(default_factory=set, init=False)
+    _exclude_used: set[int] = field(default_factory=set, init=False)
+    _all_names: set[str] = field(default_factory=set, init=False)
 
     def selects(self, *names: str) -> bool:
         """Whether the operation known by `names` (its shown name first) becomes a tool."""

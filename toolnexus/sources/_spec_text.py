@@ -39,6 +39,8 @@ MAX_DEPTH = 256
 of the steps that walk it afterwards."""
 
 _SCALAR_TAGS = frozenset(_TAG + kind for kind in ("str", "int", "float", "bool", "null"))
+_PLAIN_FIRST = frozenset("0123456789+-.~nNtTfF")
+"""First characters of the plain scalars that are not strings (numbers, null, booleans)."""
 
 
 def parse_spec_text(data: bytes | str, label: str) -> Any:
@@ -89,35 +91,51 @@ class _Refused(Exception):
 
 
 def _build(data: bytes | str) -> Any:
-    """The first document, built from parser events (one frame per open container)."""
+    """The first document, built from parser events.
+
+    The loop is the hot path of a multi-megabyte description, so it keeps the open container
+    in locals (`parent`, and `key` for a mapping: the key waiting for its value, or `_NO_KEY`)
+    and pushes the enclosing ones on `stack` as frames `[container, key, merges, anchor]`.
+    """
     import yaml
     from yaml import events as ev
 
     loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)(data)
     get_event = loader.get_event
     scalar_t, map_t, seq_t = ev.ScalarEvent, ev.MappingStartEvent, ev.SequenceStartEvent
-    end_types = (ev.MappingEndEvent, ev.SequenceEndEvent)
-    alias_t, doc_end_t, stream_end_t = ev.AliasEvent, ev.DocumentEndEvent, ev.StreamEndEvent
+    map_end_t, seq_end_t, alias_t = ev.MappingEndEvent, ev.SequenceEndEvent, ev.AliasEvent
+    doc_end_t, stream_end_t = ev.DocumentEndEvent, ev.StreamEndEvent
+    plain_first = _PLAIN_FIRST
     anchors: dict[str, Any] = {}
     sizes: dict[str, int] = {}
     added = 0
-    # A frame: [container, key waiting for its value (or _NO_KEY), merges, anchor]
-    stack: list[list[Any]] = []
     no_key = _NO_KEY
+    stack: list[list[Any]] = []
+    frame: list[Any] | None = None  # the open container's frame
+    parent: Any = None
+    is_map = False
     root: Any = None
     try:
         while True:
             event = get_event()
             kind = type(event)
             if kind is scalar_t:
+                raw = event.value
+                if is_map and frame is not None and frame[1] is no_key:
+                    if event.tag is not None and event.tag not in _SCALAR_TAGS | {"!"}:
+                        raise _Refused(_tag_message(event.tag), event.start_mark)
+                    frame[1] = raw  # keys stay text: `200:` and `true:` name things
+                    continue
                 tag = event.tag
                 if tag is None:
-                    value = event.value if event.style else _plain(event.value)
+                    # quoted, or plain but surely a string: the common case, no regexes
+                    string = event.style or (raw and raw[0] not in plain_first)
+                    value = raw if string else _plain(raw)
                 elif tag == "!":
-                    value = event.value
+                    value = raw
                 elif tag in _SCALAR_TAGS:
                     try:
-                        value = _tagged(tag, event.value)
+                        value = _tagged(tag, raw)
                     except ValueError as exc:
                         raise _Refused(str(exc), event.start_mark) from None
                 else:
@@ -133,17 +151,28 @@ def _build(data: bytes | str) -> Any:
                         f"the document is nested deeper than {MAX_DEPTH} levels",
                         event.start_mark,
                     )
-                container: Any = {} if kind is map_t else []
-                stack.append([container, no_key, None, event.anchor])
+                if is_map and frame is not None and frame[1] is no_key:
+                    raise _Refused("a mapping key must be plain text", event.start_mark)
+                parent = {} if kind is map_t else []
+                is_map = kind is map_t
+                frame = [parent, no_key, None, event.anchor]
+                stack.append(frame)
                 continue
-            elif kind in end_types:
-                frame = stack.pop()
-                value = frame[0]
+            elif kind is map_end_t or kind is seq_end_t:
+                assert frame is not None
+                stack.pop()
+                value = parent
                 if frame[2]:
                     _merge(value, frame[2])
                 if frame[3] is not None:
                     anchors[frame[3]] = value
                     sizes[frame[3]] = _count(value)
+                if stack:
+                    frame = stack[-1]
+                    parent = frame[0]
+                    is_map = type(parent) is dict
+                else:
+                    frame, parent, is_map = None, None, False
             elif kind is alias_t:
                 if event.anchor not in anchors:
                     raise _Refused(f"unknown alias *{event.anchor}", event.start_mark)
@@ -156,22 +185,19 @@ def _build(data: bytes | str) -> Any:
                         event.start_mark,
                     )
                 value = anchors[event.anchor]  # shared, as PyYAML does: the data is read-only
+                if is_map and frame is not None and frame[1] is no_key:
+                    if not isinstance(value, str | int | float | bool) and value is not None:
+                        raise _Refused("a mapping key must be plain text", event.start_mark)
+                    frame[1] = str(value)
+                    continue
             elif kind is doc_end_t or kind is stream_end_t or event is None:
                 return root
             else:
                 continue  # stream and document starts
-            if not stack:
+            if frame is None:
                 root = value
-                continue
-            frame = stack[-1]
-            parent = frame[0]
-            if type(parent) is list:
+            elif not is_map:
                 parent.append(value)
-            elif frame[1] is no_key:
-                if not isinstance(value, str | int | float | bool) and value is not None:
-                    raise _Refused("a mapping key must be plain text", event.start_mark)
-                # keys stay text: `200:` and `true:` name things, they are not numbers
-                frame[1] = event.value if kind is scalar_t else str(value)
             else:
                 key = frame[1]
                 frame[1] = no_key
