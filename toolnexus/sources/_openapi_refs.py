@@ -74,6 +74,7 @@ class Resolver:
         self.files = files if files is not None else []
         self._docs: dict[str, Any] = {}
         self._read_bytes = 0
+        self._read_files = 0
         self._memo: dict[str, Any] = {}
         self._targets: dict[str, Any] = {}
         self._cuts = 0
@@ -158,7 +159,7 @@ class Resolver:
     def _load(self, address: str, ref: str, where: str) -> Any:
         if address in self._docs:
             return self._docs[address]
-        if len(self._docs) > MAX_FILES:
+        if self._read_files >= MAX_FILES:
             raise SourceError(
                 f"{self.label}: {where}: the description references more than {MAX_FILES} files"
             )
@@ -171,6 +172,7 @@ class Resolver:
                 return self._docs[key]
             data = self._read(key, ref, where)
         self._read_bytes += len(data)
+        self._read_files += 1
         if self._read_bytes > MAX_DOCUMENT_BYTES:
             raise SourceError(
                 f"{self.label}: the files it references hold more than {MAX_DOCUMENT_BYTES:,} "
