@@ -75,6 +75,23 @@ else:
 print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu, 0]))
 """
 
+_BOMB = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from toolnexus.errors import SourceError
+from toolnexus.sources._spec_text import MAX_ALIAS_VALUES, parse_spec_text
+lines = ["a0: &a0 [" + ",".join(["lol"] * 10) + "]"]
+lines += [f"a{{i}}: &a{{i}} [" + ",".join([f"*a{{i - 1}}"] * 10) + "]" for i in range(1, 10)]
+text = "\\n".join(lines)
+wall, cpu = time.perf_counter(), time.process_time()
+try:
+    parse_spec_text(text, "bomb")
+    raise SystemExit("the alias bomb was not refused")
+except SourceError:
+    pass
+print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu, MAX_ALIAS_VALUES]))
+"""
+
 
 def fetch(notes: list[str]) -> dict[str, tuple[Path, str]]:
     """The descriptions by name: (cached file, how it was obtained)."""
@@ -235,6 +252,15 @@ def bench_openapi() -> None:
                 f"wall {after[0]:.2f} s; target ≤ {target} s{ratio}",
             )
         )
+    bomb = measure(_BOMB.format(root=str(ROOT)), RUNS)
+    rows.append(
+        (
+            'a "billion laughs" YAML (10⁹ values by aliases): refused after',
+            bomb[1] * 1000,
+            "ms",
+            f"wall {bomb[0] * 1000:.0f} ms; at the {bomb[2]:,}th aliased value",
+        )
+    )
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     table("OpenAPI descriptions into tools (CPU seconds, median)", rows)
