@@ -40,13 +40,13 @@ def api() -> Iterator[Api]:
             server = state[0]
             path, _, query = self.path.partition("?")
             if path.startswith("/files/"):
+                with server.lock:  # logged before answering: the test reads the log next
+                    server.seen.append({"method": self.command, "path": path, "query": query})
                 body = server.files.get(path[len("/files/") :])
                 if body is None:
                     self.send(404, "text/plain", b"no such file")
                 else:
                     self.send(200, "application/yaml", body)
-                with server.lock:
-                    server.seen.append({"method": self.command, "path": path, "query": query})
                 return
             length = int(self.headers.get("Content-Length") or 0)
             body_text = self.rfile.read(length).decode() if length else ""
