@@ -35,11 +35,19 @@ class Selection:
     _used: set[int] = field(default_factory=set, init=False)
     _exclude_used: set[int] = field(default_factory=set, init=False)
     _all_names: set[str] = field(default_factory=set, init=False)
+    _everything: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self._everything = list(self.include) == ["*"] and not self.exclude
+        if self._everything:
+            self._used.add(0)
 
     def selects(self, *names: str) -> bool:
         """Whether the operation known by `names` (its shown name first) becomes a tool."""
         self.names.append(names[0])
         self._all_names.update(names)
+        if self._everything:
+            return True
         included = False
         for i, pattern in enumerate(self.include):
             if any(fnmatch.fnmatchcase(n, pattern) for n in names):
