@@ -1243,6 +1243,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),
     "frameworks": lambda: __import__("frameworks").bench_frameworks(),  # benchmarks/frameworks.py
     "startup": lambda: __import__("startup").bench_startup(),  # benchmarks/startup.py
+    "openapi": lambda: __import__("openapi").bench_openapi(),  # benchmarks/openapi.py
 }
 
 

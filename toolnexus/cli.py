@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .build import check_manifest
+    from ._strictness import build_for_check, not_strict, report
 
     failed = 0
     for path in args.files:
@@ -175,7 +175,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             failed += 1
             continue
         try:
-            tools, servers = check_manifest(path)
+            built, servers = build_for_check(path)
+            tools = len(built)
         except ManifestError as exc:
             for issue in exc.issues:
                 sys.stderr.write(f"{issue}\n")
@@ -189,6 +190,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if servers and not args.connect:
                 declared += f", {_plural(servers, 'MCP server')} (not started)"
             sys.stdout.write(f"{path}: {ok} ({declared})\n")
+            report(not_strict(built), sys.stdout, indent="  ")
             if servers and args.connect and not _connect_and_report(path, sys.stdout):
                 failed += 1
     if len(args.files) > 1:
@@ -272,11 +274,13 @@ def _describe_sandbox(tool: Any) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from ._strictness import not_strict, report
     from .toolkit import create_toolkit
 
     _require_file(args.file)
     with create_toolkit(args.file) as toolkit:
         tools = toolkit.tools()
+        loose = not_strict(tools)
         rows = [
             {
                 "name": t.name,
@@ -285,6 +289,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 "approval": _describe_approval(t),
                 "sandbox": _describe_sandbox(t),
                 "description": t.description.split("\n", 1)[0],
+                "strict": t.name not in loose,
+                "not_strict_because": loose.get(t.name),
             }
             for t in tools
         ]
@@ -299,6 +305,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     sys.stdout.write(_paint(header, "1", sys.stdout) + "\n")
     for r in rows:
         sys.stdout.write("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
+    report(loose, sys.stderr)
     for name, info in status.items():
         if not isinstance(info, dict):
             continue

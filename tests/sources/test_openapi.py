@@ -250,7 +250,7 @@ async def test_a_json_31_document_and_a_relative_server(tmp_path: Path, server: 
             "openapi: 3.0.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    get:\n"
             "      requestBody: {$ref: 'other.yaml#/x'}\n",
             ConfigError,
-            "only references inside the document",
+            r"GET /a refers to 'other.yaml#/x', but .*other.yaml does not exist",
         ),
         (
             "openapi: 3.0.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    get:\n"

@@ -49,7 +49,7 @@ from ..errors import ConfigError, ToolError
 from ..manifest.interpolate import mask_secrets
 from ..tracing import inject_headers
 from . import BuildContext
-from ._template import ABSENT, Parameters, Template, head_tail, label, parse_template
+from ._template import ABSENT, Parameters, Slot, Template, head_tail, label, parse_template
 
 if TYPE_CHECKING:
     import httpx
@@ -212,6 +212,9 @@ class Endpoint:
     parameters: Parameters
     client: Callable[[], httpx.AsyncClient] | None = None
     """The toolkit's shared client; None makes a client per call."""
+    keep_slashes: frozenset[str] = frozenset()
+    """Arguments whose value may span URL path segments (a file path): each segment is
+    percent-encoded and `/` kept; a `.` or `..` segment is refused (see `_quote`)."""
 
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Result:
         """Make the request for `arguments` and map the response to a `Result`."""
@@ -255,7 +258,7 @@ class Endpoint:
             lead = Template.literal("", field=self.url.field)
         rest = Template(field=self.url.field, pieces=pieces[len(lead.pieces) :])
         head = lead.render(args)
-        tail = rest.render(args, encode=_quote)
+        tail = "".join(self._url_piece(piece, args) for piece in rest.pieces)
         assert head is not None and tail is not None  # check_url admits only `{name}`
         text = head + tail
         try:
@@ -270,6 +273,15 @@ class Endpoint:
         if params:
             url = url.copy_merge_params(params)
         return url
+
+    def _url_piece(self, piece: str | Slot, args: Mapping[str, Any]) -> str:
+        if isinstance(piece, str):
+            return piece
+        one = Template(field=self.url.field, pieces=(piece,))
+        spans = piece.name in self.keep_slashes
+        text = one.render(args, encode=lambda value: _quote(value, piece.name, spans=spans))
+        assert text is not None  # check_url admits only `{name}`
+        return text
 
     def _headers(self, args: Mapping[str, Any]) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = []
@@ -460,19 +472,46 @@ def _safe_url(url: httpx.URL) -> str:
     return mask_secrets(f"{url.scheme}://{url.host}{port}{path}")
 
 
-def _quote(text: str) -> str:
-    """Percent-encode a value for the URL, `/` included.
+def _quote(text: str, name: str, *, spans: bool = False) -> str:
+    """Percent-encode the value of argument `name` for the URL, `/` included, or, when the
+    value `spans` path segments (`docs/a b.md` -> `docs/a%20b.md`), each segment alone with
+    `/` kept, as the official clients of such APIs send it (go-github's contents calls,
+    GitHub's `x-multi-segment` parameters).
 
     Raises:
-        ToolError: the value is `.` or `..`. Encoded as `%2E%2E` it still moves the request
-            to another path on servers that decode before resolving dot segments.
+        ToolError: the value is `.` or `..`, or (spanning) holds such a segment, also once
+            percent-decoded (`%2e%2e`, `%252e`) or split at a backslash (`..\\`): it would
+            move the request to another path, on servers that decode before resolving dot
+            segments too.
     """
-    if text in (".", ".."):
-        raise ToolError(
-            f"a URL path value may not be {text!r}: it would point the request at another "
-            "path; pass a name"
-        )
-    return urllib.parse.quote(text, safe="")
+    plain = _decoded(text)
+    if not spans:
+        if plain in (".", ".."):
+            raise ToolError(
+                f"argument '{name}': a URL path value may not be {text!r}: it would point the "
+                "request at another path; pass a name"
+            )
+        return urllib.parse.quote(text, safe="")
+    for segment in re.split(r"[/\\]", plain):
+        if segment in (".", ".."):
+            raise ToolError(
+                f"argument '{name}': a URL path value may not hold a {segment!r} segment "
+                f"({text!r}): it would point the request at another path; pass a path without "
+                ". or .. parts"
+            )
+    return "/".join(urllib.parse.quote(segment, safe="") for segment in text.split("/"))
+
+
+def _decoded(text: str) -> str:
+    """`text` percent-decoded until it no longer changes (bounded: `%25` nests)."""
+    for _ in range(8):
+        if "%" not in text:
+            break
+        decoded = urllib.parse.unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
 
 
 # --- httpx errors, translated in one place ---------------------------------------------------

@@ -3,14 +3,18 @@
 ```yaml
 - openapi: specs/petstore.yaml        # YAML or JSON, relative to the manifest (or an http URL)
   base_url: http://127.0.0.1:8080     # default: the document's first server
-  operations: {include: ["list*", getPet], exclude: ["delete*"]}   # operationId globs
+  operations: {include: ["list*", getPet], exclude: ["delete*"]}   # operationIds or tool names
   prefix: pets_
   headers: {Authorization: "Bearer ${PET_TOKEN}"}
+  keep_slashes: [path]                # path parameters whose value may hold `/`
+  remote_refs: false                  # true: follow `$ref`s to http(s) URLs
 ```
 
 Each operation becomes a tool named `prefix + operationId` (sanitized; `method_path`, e.g.
-`get_pets_petId`, when the operation has no id: the filters see that name too), described by its
-summary and description. Its arguments schema gathers:
+`get_pets_petId`, when the operation has no id), described by its summary and description.
+The filters match the operationId as written (`repos/get`), sanitized (`repos_get`, as `list`
+shows it) or with the prefix; a plain name matching no operation is an error with the closest
+names (`_openapi_select.py`). Its arguments schema gathers:
 
 - path, query and header parameters, under their own names (a second parameter with the same
   name gets its location as a prefix: `query_id`). Path parameters are always required; a query
@@ -21,10 +25,21 @@ summary and description. Its arguments schema gathers:
   (`application/x-www-form-urlencoded`) is merged the same way; any other media type becomes a
   string `body` sent as is with that content type.
 
-Local `$ref`s (`#/components/...`) are inlined; a reference that leads back into itself is cut
-there (the cut schema accepts anything and says so in its description). OpenAPI 3.0 specifics
-(`nullable`, boolean `exclusiveMinimum`/`exclusiveMaximum`) are rewritten to JSON Schema 2020-12.
-Cookie parameters are not mapped. GET and HEAD operations are marked read-only.
+A path value is one segment (`/` sent as `%2F`) unless the parameter spans segments: marked
+`x-multi-segment: true` (GitHub's descriptions: contents paths, refs) or `allowReserved: true`,
+or listed in `keep_slashes`. Then `/` is kept, as the API's official clients send it, and a
+value with a `.` or `..` segment (percent-encoded too) is refused with an error result.
+
+Defaults written in the description stay in the schema for the model to read but are never
+sent for an argument the caller left out: the server applies its own.
+
+`$ref`s are inlined, local ones and those to other files of a multi-file description
+(`_openapi_refs.py`: no leaving the description's folder, no network unless `remote_refs`); a
+reference that leads back into itself is cut there (the cut schema accepts anything and says
+so in its description). OpenAPI 3.0 specifics (`nullable`, boolean
+`exclusiveMinimum`/`exclusiveMaximum`) are rewritten to JSON Schema 2020-12. Cookie
+parameters are not mapped. GET and HEAD operations are marked read-only. The document is
+parsed with the fastest reader that keeps the manifest's YAML safety (`_spec_text.py`).
 
 Requests and responses behave exactly as for `http:` tools (same module, same limits), with
 `allow_hosts` set to the base URL's host.
@@ -32,18 +47,18 @@ Requests and responses behave exactly as for `http:` tools (same module, same li
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 
-from .._refs import MISSING, resolve_pointer
 from ..base import Tool
 from ..errors import ConfigError, SourceError
 from ..schema import sanitize_name
 from . import BuildContext
+from ._openapi_refs import Resolver
+from ._openapi_select import Selection
+from ._spec_text import MAX_DOCUMENT_BYTES, parse_spec_text
 from ._template import Parameters, Slot, SlotKind, Template
 from .http import (
     DEFAULT_MAX_OUTPUT,
@@ -58,8 +73,8 @@ from .http import (
 __all__ = ["build_openapi_tools"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
-_DROPPED_KEYWORDS = frozenset({"nullable", "discriminator", "xml", "externalDocs", "example"})
 _ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+_PATH_PARAM = re.compile(r"\{([^{}]+)\}")
 _FETCH_TIMEOUT = 10.0
 
 
@@ -67,7 +82,8 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     """Build one tool per selected operation of an `openapi:` manifest entry.
 
     Raises:
-        ConfigError: a missing document, a bad base URL or header, or a filter matching nothing.
+        ConfigError: a missing document, a bad base URL or header, a filter naming no operation
+            or matching nothing, or a `$ref` that may not be followed.
         SourceError: the document does not parse or is not OpenAPI 3.
     """
     source = decl.get("openapi")
@@ -76,16 +92,27 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
             "openapi must be the path or URL of an OpenAPI 3 document", field="openapi"
         )
     document, files, label = _load(source, ctx)
-    refs = _Resolver(document, label)
+    refs = Resolver(
+        document,
+        label,
+        location=label,
+        remote=bool(decl.get("remote_refs", False)),
+        fetch=lambda url: _fetch(url, ctx),
+        files=files,
+    )
     base_url = _base_url(decl.get("base_url"), document, source)
     url_base = Template.literal(base_url.rstrip("/"), field="base_url")
     hosts = allow_hosts(None, url_base, "base_url")
     headers = _static_headers(decl.get("headers"))
+    keep = _names(decl.get("keep_slashes"), "keep_slashes")
     operations = decl.get("operations") or {}
-    include = list(operations.get("include") or ["*"])
-    exclude = list(operations.get("exclude") or [])
+    selection = Selection(
+        include=list(operations.get("include") or ["*"]),
+        exclude=list(operations.get("exclude") or []),
+        label=label,
+    )
     prefix = str(decl.get("prefix") or "")
-    common = {
+    common: dict[str, Any] = {
         "timeout": float(ctx.timeout or DEFAULT_TIMEOUT),
         "max_response": int(decl.get("max_response") or DEFAULT_MAX_RESPONSE),
         "max_output": int(decl.get("max_output") or DEFAULT_MAX_OUTPUT),
@@ -98,22 +125,23 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     if not isinstance(paths, Mapping):
         raise SourceError(f"{label}: paths must be a mapping of paths to operations")
     tools: list[Tool] = []
-    seen_ids: list[str] = []
     names: set[str] = set()
     for path, raw_item in paths.items():
         item = refs.deref(raw_item, f"paths.{path}")
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             continue
         shared = list(item.get("parameters") or [])
         for method in _METHODS:
             op = item.get(method)
-            if not isinstance(op, Mapping):
+            if not isinstance(op, dict):
                 continue
-            op_id = str(op.get("operationId") or sanitize_name(f"{method}_{path}"))
-            seen_ids.append(op_id)
-            if not _selected(op_id, include, exclude):
+            raw_id = op.get("operationId")
+            op_id = str(raw_id) if raw_id else sanitize_name(f"{method}_{path}")
+            shown = sanitize_name(op_id)
+            full = sanitize_name(prefix + shown) if prefix else shown
+            if not selection.selects(shown, op_id, full):
                 continue
-            name = _unique(sanitize_name(prefix + sanitize_name(op_id)), names)
+            name = _unique(full, names)
             endpoint = _endpoint(
                 refs,
                 method=method,
@@ -122,7 +150,9 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
                 shared=shared,
                 url_base=url_base,
                 headers=headers,
-                where=f"{label} {method.upper()} {path}",
+                keep=keep,
+                common=common,
+                where=f"{method.upper()} {path}",
             )
             tool = _tool(
                 name,
@@ -130,26 +160,22 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
                 path=str(path),
                 op=op,
                 op_id=op_id,
-                endpoint=replace(endpoint, **common),
+                endpoint=endpoint,
                 files=files,
                 label=label,
                 ctx=ctx,
             )
             tools.append(tool)
-    if not tools:
-        listed = ", ".join(seen_ids[:30]) or "none"
-        raise ConfigError(
-            f"no operation of {label} is selected (include {include}, exclude {exclude}); its "
-            f"operations are: {listed}",
-            field="operations",
-        )
+    selection.check(len(tools))
     return tools
 
 
-def _selected(op_id: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(op_id, g) for g in include) and not any(
-        fnmatch.fnmatchcase(op_id, g) for g in exclude
-    )
+def _names(value: Any, field: str) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ConfigError("expected a list of parameter names, e.g. [path]", field=field)
+    return frozenset(str(v) for v in value)
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -205,26 +231,31 @@ def _tool(
 
 
 def _load(source: str, ctx: BuildContext) -> tuple[Mapping[str, Any], list[str], str]:
-    """The document, the files to watch for changes, and a label for messages."""
+    """The document, the files to watch for changes, and a label for messages.
+
+    The files list is the one every tool's `meta["files"]` holds: the files its external
+    `$ref`s read are added to it as they are read.
+    """
     if re.match(r"(?i)https?://", source):
         return _parse(_fetch(source, ctx), source), [], source
     path = ctx.resolve(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)
     except FileNotFoundError as exc:
         raise ConfigError(
             f"OpenAPI document {str(path)!r} does not exist (paths are relative to the "
             "manifest's folder)",
             field="openapi",
         ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(
             f"cannot read OpenAPI document {str(path)!r}: {exc}", field="openapi"
         ) from exc
-    return _parse(text, str(path)), [str(path)], str(path)
+    return _parse(data, str(path)), [str(path)], str(path)
 
 
-def _fetch(url: str, ctx: BuildContext) -> str:
+def _fetch(url: str, ctx: BuildContext) -> bytes:
     import httpx
 
     try:
@@ -236,22 +267,15 @@ def _fetch(url: str, ctx: BuildContext) -> str:
             f"cannot download OpenAPI document {url}: HTTP {response.status_code} "
             f"{response.reason_phrase}"
         )
-    return response.text
+    if len(response.content) > MAX_DOCUMENT_BYTES:
+        raise SourceError(
+            f"cannot use OpenAPI document {url}: it is larger than {MAX_DOCUMENT_BYTES:,} bytes"
+        )
+    return response.content
 
 
-def _parse(text: str, label: str) -> Mapping[str, Any]:
-    if text.lstrip().startswith("{"):
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceError(f"{label}: not valid JSON: {exc}") from exc
-    else:
-        import yaml
-
-        try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SourceError(f"{label}: not valid YAML: {exc}") from exc
+def _parse(data: bytes, label: str) -> Mapping[str, Any]:
+    document = parse_spec_text(data, label)
     if not isinstance(document, Mapping):
         raise SourceError(f"{label}: an OpenAPI document is a mapping at its top level")
     version = str(document.get("openapi", ""))
@@ -302,95 +326,11 @@ def _static_headers(value: Any) -> list[tuple[str, Template]]:
     ]
 
 
-# --- $ref resolution and schema conversion ---------------------------------------------------
-
-
-class _Resolver:
-    """Follows local `$ref`s of one document and turns OpenAPI schemas into 2020-12 ones."""
-
-    def __init__(self, document: Mapping[str, Any], label: str) -> None:
-        self.document = document
-        self.label = label
-
-    def target(self, ref: str, where: str) -> Any:
-        if not ref.startswith("#/"):
-            raise ConfigError(
-                f"{self.label}: {where} refers to {ref!r}; only references inside the document "
-                "(#/components/...) are supported: bundle the document first",
-                field="openapi",
-            )
-        node = resolve_pointer(self.document, ref)
-        if node is MISSING:
-            raise SourceError(f"{self.label}: {where} refers to {ref!r}, which does not exist")
-        return node
-
-    def deref(self, node: Any, where: str) -> Any:
-        """`node` with its own `$ref` chain followed (not its children's)."""
-        seen: list[str] = []
-        while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            if ref in seen:
-                raise SourceError(f"{self.label}: {where}: $ref cycle {' -> '.join([*seen, ref])}")
-            seen.append(ref)
-            node = self.target(ref, where)
-        return node
-
-    def schema(self, node: Any, where: str, stack: tuple[str, ...] = ()) -> Any:
-        """A self-contained 2020-12 schema: references inlined, cycles cut, 3.0 rewritten."""
-        if isinstance(node, list):
-            return [self.schema(item, where, stack) for item in node]
-        if not isinstance(node, Mapping):
-            return node
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            siblings = {k: v for k, v in node.items() if k != "$ref"}
-            if ref in stack:
-                name = ref.rsplit("/", 1)[-1]
-                return {"description": f"a {name} (recursive: see above)", **siblings}
-            resolved = self.schema(self.target(ref, where), where, (*stack, ref))
-            return {**resolved, **self.schema(siblings, where, stack)} if siblings else resolved
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in _DROPPED_KEYWORDS:
-                continue
-            if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(
-                value, Mapping
-            ):
-                out[key] = {k: self.schema(v, where, stack) for k, v in value.items()}
-            elif key in (
-                "items", "additionalProperties", "not", "allOf", "anyOf", "oneOf",
-                "prefixItems", "contains", "propertyNames", "if", "then", "else",
-            ):  # fmt: skip
-                out[key] = self.schema(value, where, stack)
-            else:
-                out[key] = value
-        _rewrite_30(node, out)
-        return out
-
-
-def _rewrite_30(original: Mapping[str, Any], out: dict[str, Any]) -> None:
-    """OpenAPI 3.0 keywords that mean something else (or nothing) in JSON Schema 2020-12."""
-    if original.get("nullable") is True:
-        kind = out.get("type")
-        if isinstance(kind, str):
-            out["type"] = [kind, "null"]
-        elif isinstance(kind, list) and "null" not in kind:
-            out["type"] = [*kind, "null"]
-        if "enum" in out and None not in out["enum"]:
-            out["enum"] = [*out["enum"], None]
-    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        flag = out.get(exclusive)
-        if isinstance(flag, bool):
-            del out[exclusive]
-            if flag and bound in out:
-                out[exclusive] = out.pop(bound)
-
-
 # --- one operation ---------------------------------------------------------------------------
 
 
 def _endpoint(
-    refs: _Resolver,
+    refs: Resolver,
     *,
     method: str,
     path: str,
@@ -398,18 +338,21 @@ def _endpoint(
     shared: list[Any],
     url_base: Template,
     headers: list[tuple[str, Template]],
+    keep: frozenset[str],
+    common: Mapping[str, Any],
     where: str,
 ) -> Endpoint:
     declared: dict[tuple[str, str], Mapping[str, Any]] = {}
     for raw in [*shared, *(op.get("parameters") or [])]:
         param = refs.deref(raw, where)
-        if isinstance(param, Mapping) and "name" in param and "in" in param:
+        if isinstance(param, dict) and "name" in param and "in" in param:
             declared[(str(param["in"]), str(param["name"]))] = param  # operation's win
     props: dict[str, Any] = {}
     required: list[str] = []
     slot_of: dict[tuple[str, str], Slot] = {}
-    for name in re.findall(r"\{([^{}]+)\}", path):
+    for name in _PATH_PARAM.findall(path):
         declared.setdefault(("path", name), {"name": name, "in": "path", "required": True})
+    spans: set[str] = set()
     for (location, name), param in declared.items():
         if location not in ("path", "query", "header"):
             continue
@@ -423,6 +366,12 @@ def _endpoint(
         if location == "query" and _is_array(schema) and param.get("explode", True):
             kind = "spread"
         slot_of[(location, name)] = Slot(name=arg, kind=kind)
+        if location == "path" and (
+            name in keep
+            or param.get("x-multi-segment") is True
+            or param.get("allowReserved") is True
+        ):
+            spans.add(arg)
     url = _url(url_base, path, slot_of)
     query = [
         (name, Template(field=f"query.{name}", pieces=(slot,)))
@@ -438,24 +387,30 @@ def _endpoint(
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         schema["required"] = required
+    # No defaults: a value the caller left out is not sent (the server applies its own).
+    parameters = Parameters(
+        schema=schema, properties=props, required=frozenset(required), defaults={}
+    )
     return Endpoint(
         method=method.upper(),
         url=url,
         query=tuple(query),
         headers=tuple(header_templates),
         body=body,
-        parameters=Parameters.from_schema(schema),
+        parameters=parameters,
+        keep_slashes=frozenset(spans),
+        **common,
     )
 
 
-def _param_schema(refs: _Resolver, param: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _param_schema(refs: Resolver, param: Mapping[str, Any], where: str) -> dict[str, Any]:
     raw = param.get("schema")
     if raw is None:
         content = param.get("content")
-        if isinstance(content, Mapping) and content:
+        if isinstance(content, dict) and content:
             raw = next(iter(content.values())).get("schema")
     schema = refs.schema(raw if raw is not None else {"type": "string"}, where)
-    schema = dict(schema) if isinstance(schema, Mapping) else {}
+    schema = dict(schema) if isinstance(schema, dict) else {}
     if param.get("description") and "description" not in schema:
         schema["description"] = str(param["description"])
     return schema
@@ -475,7 +430,7 @@ def _is_array(schema: Mapping[str, Any]) -> bool:
 
 def _url(base: Template, path: str, slots: Mapping[tuple[str, str], Slot]) -> Template:
     pieces: list[str | Slot] = list(base.pieces)
-    for i, part in enumerate(re.split(r"\{([^{}]+)\}", path)):
+    for i, part in enumerate(_PATH_PARAM.split(path)):
         if i % 2:
             pieces.append(slots[("path", part)])
         elif part:
@@ -490,13 +445,13 @@ def _url(base: Template, path: str, slots: Mapping[tuple[str, str], Slot]) -> Te
 
 
 def _body(
-    refs: _Resolver, raw: Any, props: dict[str, Any], required: list[str], where: str
+    refs: Resolver, raw: Any, props: dict[str, Any], required: list[str], where: str
 ) -> Body | None:
     request = refs.deref(raw, where)
-    if not isinstance(request, Mapping):
+    if not isinstance(request, dict):
         return None
     content = request.get("content") or {}
-    if not isinstance(content, Mapping) or not content:
+    if not isinstance(content, dict) or not content:
         return None
     must = bool(request.get("required"))
     media_type = next(
@@ -529,9 +484,9 @@ def _body(
     return Body(kind="raw", raw=Template(field="body", pieces=(slot,)), content_type=media_type)
 
 
-def _body_schema(refs: _Resolver, media: Any, where: str) -> dict[str, Any]:
-    schema = refs.schema(media.get("schema") if isinstance(media, Mapping) else None, where)
-    return dict(schema) if isinstance(schema, Mapping) else {}
+def _body_schema(refs: Resolver, media: Any, where: str) -> dict[str, Any]:
+    schema = refs.schema(media.get("schema") if isinstance(media, dict) else None, where)
+    return dict(schema) if isinstance(schema, dict) else {}
 
 
 def _merge(
@@ -541,7 +496,7 @@ def _merge(
     body_props = schema.get("properties")
     plain = (
         schema.get("type", "object") == "object"
-        and isinstance(body_props, Mapping)
+        and isinstance(body_props, dict)
         and body_props
         and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "not", "if"))
         and schema.get("additionalProperties") in (None, False)
@@ -550,11 +505,11 @@ def _merge(
     )
     if not plain:
         return None
-    assert isinstance(body_props, Mapping)
+    assert isinstance(body_props, dict)
     inner_required = set(schema.get("required") or ()) if must else set()
     slots: dict[str, Slot] = {}
     for key, sub in body_props.items():
-        if isinstance(sub, Mapping) and sub.get("readOnly") is True:
+        if isinstance(sub, dict) and sub.get("readOnly") is True:
             continue  # readOnly properties are sent by the server, never to it
         props[key] = sub
         if key in inner_required:
