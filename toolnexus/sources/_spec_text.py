@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from ..errors import SourceError
-from ..manifest.yamlpos import _TAG, _plain, _tagged
+from ..manifest.yamlpos import _NO_KEY, _TAG, _count, _merge, _plain, _tagged
 
 __all__ = ["MAX_ALIAS_VALUES", "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "parse_spec_text"]
 
@@ -209,13 +209,6 @@ def _build(data: bytes | str) -> Any:
         loader.dispose()
 
 
-class _NoKey:
-    __slots__ = ()
-
-
-_NO_KEY = _NoKey()
-
-
 def _tag_message(tag: str) -> str:
     shown = "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
     return (
@@ -223,25 +216,3 @@ def _tag_message(tag: str) -> str:
         "numbers, booleans, null, lists and mappings)"
     )
 
-
-def _count(value: Any) -> int:
-    """Values in `value`, itself included."""
-    total = 0
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        total += 1
-        if type(item) is dict:
-            pending.extend(item.values())
-        elif type(item) is list:
-            pending.extend(item)
-    return total
-
-
-def _merge(mapping: dict[str, Any], merges: list[Any]) -> None:
-    """`<<` merge keys: explicit keys win, then earlier merged mappings."""
-    for item in merges:
-        for source in item if isinstance(item, list) else [item]:
-            if isinstance(source, dict):
-                for key, value in source.items():
-                    mapping.setdefault(key, value)
