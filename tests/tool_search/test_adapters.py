@@ -13,7 +13,7 @@ import pytest
 from google.genai import types as gemini_types
 from pydantic import TypeAdapter
 
-from toolnexus import Toolkit, UsageError, create_toolkit, get_adapter, tool
+from toolnexus import Toolkit, UsageError, create_toolkit, get_adapter
 from toolnexus.adapters import (
     anthropic_tools,
     gemini_tools,
@@ -26,28 +26,12 @@ from toolnexus.adapters import (
 )
 from toolnexus.base import ToolCall
 
+from .conftest import forecast, hello, star_repo
+
 
 def conforms(param_type: Any, value: Any) -> None:
     """`value` validates as `param_type` and loses no key doing so (no invented keys)."""
     assert TypeAdapter(param_type).validate_python(value) == value
-
-
-@tool
-def forecast(city: str) -> str:
-    """Weather forecast for a city."""
-    return f"sunny in {city}"
-
-
-@tool
-def star_repo(owner: str, repo: str) -> str:
-    """Star a repository."""
-    return f"starred {owner}/{repo}"
-
-
-@tool
-def hello() -> str:
-    """Say hello."""
-    return "hello"
 
 
 @pytest.fixture

@@ -15,30 +15,14 @@ import pytest
 from mcp import StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
-from toolnexus import acreate_toolkit, tool
+from toolnexus import acreate_toolkit
 from toolnexus.serve import build_server, http_app
+
+from .conftest import forecast, hello, star_repo
 
 WAIT = 30.0
 STARTUP = 60.0
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@tool
-def forecast(city: str) -> str:
-    """Weather forecast for a city."""
-    return f"sunny in {city}"
-
-
-@tool
-def star_repo(owner: str, repo: str) -> str:
-    """Star a repository."""
-    return f"starred {owner}/{repo}"
-
-
-@tool
-def hello() -> str:
-    """Say hello."""
-    return "hello"
 
 
 async def names(client: mcp.Client) -> list[str]:
