@@ -361,3 +361,22 @@ def test_validate_counts_mcp_servers_apart_from_tools(capsys: pytest.CaptureFixt
     example = Path(__file__).parents[1] / "configs" / "example.yaml"
     assert main(["validate", str(example)]) == 0
     assert "9 tools, 1 MCP server (not started)" in capsys.readouterr().out
+
+
+def test_call_prints_mixed_content_in_the_order_it_was_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Text after an image (a `TextPart`) is printed where it came, and `--json` shows it."""
+    server = f"{{command: {sys.executable}, args: ['{MCP_SERVERS / 'everything.py'}']}}"
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(f"version: 1\nmcp_servers:\n  every: {server}\n")
+    assert main(["call", str(manifest), "media"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ["first", "[ImagePart image/png]", "[AudioPart audio/wav]", "second"]
+    assert main(["call", str(manifest), "media", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert parts[:3] == [
+        {"type": "ImagePart", "mime_type": "image/png"},
+        {"type": "AudioPart", "mime_type": "audio/wav"},
+        {"type": "TextPart", "text": "second"},
+    ]

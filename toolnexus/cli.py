@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .base import Part, TextPart
 from .errors import ConfigError, ManifestError, SourceError, ToolnexusError
 
 __all__ = ["CliError", "main"]
@@ -369,7 +370,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
             "content": result.content,
             "structured": result.structured,
             "is_error": result.is_error,
-            "parts": [{"type": type(p).__name__, "mime_type": p.mime_type} for p in result.parts],
+            "parts": [_part_json(p) for p in result.parts],
             "metadata": {k: v for k, v in result.metadata.items() if k != "traceback"},
         }
         json.dump(payload, sys.stdout, indent=2, default=str, ensure_ascii=False)
@@ -377,9 +378,18 @@ def _cmd_call(args: argparse.Namespace) -> int:
     else:
         stream = sys.stderr if result.is_error else sys.stdout
         stream.write(result.content + ("\n" if not result.content.endswith("\n") else ""))
-        for part in result.parts:
-            stream.write(f"[{type(part).__name__} {part.mime_type}]\n")
+        for part in result.parts:  # in the tool's order: later text where it was sent
+            if isinstance(part, TextPart):
+                stream.write(part.text + ("\n" if not part.text.endswith("\n") else ""))
+            else:
+                stream.write(f"[{type(part).__name__} {part.mime_type}]\n")
     return EXIT_FAILED if result.is_error else EXIT_OK
+
+
+def _part_json(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "TextPart", "text": part.text}
+    return {"type": type(part).__name__, "mime_type": part.mime_type}
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
