@@ -179,3 +179,17 @@ def test_state_observes_only_successful_search_results() -> None:
     assert state.observe(found) == []
     state.prune(["z"])
     assert state.loaded == set()
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"),
+    [
+        ("erase it", "repos_delete"),
+        ("write one", "issues_create"),
+        ("signed in", "activity_star-repo-for-authenticated-user"),
+    ],
+)
+def test_synonyms_that_stem_differently_still_reach_their_verb(query: str, wanted: str) -> None:
+    # `erase` stems to `era`, `write` to `writ`: a synonym list kept unstemmed never matched them.
+    hits = INDEX.search(query)
+    assert hits and hits[0].name == wanted

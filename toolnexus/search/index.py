@@ -67,22 +67,18 @@ _CANONICAL = {
 """Long words and the abbreviations API names use for them, both indexed as the short one."""
 
 _VERBS = {
-    "creat": ("new", "make", "add", "open", "publish", "post", "write", "start"),
-    "delet": ("remov", "eras", "destroy", "drop", "revok", "unset"),
-    "updat": ("chang", "edit", "modify", "renam", "set", "close"),
-    "get": ("fetch", "retriev", "read", "show", "view", "look", "find", "check"),
-    "list": ("all", "show", "enumerat", "who", "which", "find"),
-    "add": ("give", "put", "invit", "attach", "grant"),
+    "create": ("new", "make", "add", "open", "publish", "post", "write", "start"),
+    "delete": ("remove", "erase", "destroy", "drop", "revoke", "unset"),
+    "update": ("change", "edit", "modify", "rename", "set", "close"),
+    "get": ("fetch", "retrieve", "read", "show", "view", "look", "find", "check"),
+    "list": ("all", "show", "enumerate", "who", "find"),
+    "add": ("give", "put", "invite", "attach", "grant"),
     "cancel": ("stop", "abort", "halt"),
-    "auth": ("login", "logg", "signed", "me", "am"),
+    "authenticated": ("login", "logged", "signed", "am"),
 }
 """The verbs of API operation names and words people use for them: a query word on the right
-also searches the verb on the left (at `SYNONYM_WEIGHT`)."""
-
-_EXPANSIONS: dict[str, tuple[str, ...]] = {}
-for _verb, _synonyms in _VERBS.items():
-    for _synonym in _synonyms:
-        _EXPANSIONS[_synonym] = (*_EXPANSIONS.get(_synonym, ()), _verb)
+also searches the verb on the left (at `SYNONYM_WEIGHT`). Plain words, stemmed as the index
+is (below), so each one meets the query words that stem the same way."""
 
 MAX_PATTERN = 200
 """Longest regex accepted (Anthropic's regex tool search has the same limit)."""
@@ -181,6 +177,13 @@ def terms(text: str, *, stemming: bool = True) -> list[str]:
 def _term(word: str) -> str:
     stemmed = stem(word)
     return _CANONICAL.get(stemmed, stemmed)
+
+
+_EXPANSIONS: dict[str, tuple[str, ...]] = {}
+for _verb, _synonyms in _VERBS.items():
+    for _synonym in _synonyms:
+        _key = _term(_synonym)
+        _EXPANSIONS[_key] = (*_EXPANSIONS.get(_key, ()), _term(_verb))
 
 
 def short_description(text: str, limit: int = 160) -> str:
