@@ -41,8 +41,8 @@ __all__ = [
 FIELD_WEIGHTS: Mapping[str, float] = {
     "name": 3.0,
     "summary": 2.0,
-    "description": 1.0,
-    "parameters": 0.6,
+    "description": 0.5,
+    "parameters": 0.3,
 }
 """How much a word found in each field counts, relative to the description. `summary` is the
 description's first sentence (an OpenAPI operation's `summary`), which says what the tool does;
@@ -163,6 +163,20 @@ def stem(word: str) -> str:
         word = word[:-1]  # starr -> star, committ -> commit
     if word.endswith("e") and len(word) > 4:
         word = word[:-1]  # delete -> delet, meets deleted -> delet
+    return _derivational(word)
+
+
+def _derivational(word: str) -> str:
+    """The nouns API descriptions make of verbs, back to the verb's stem: `invitation` and
+    `invite` -> `invit`, `protection` -> `protect`, `contributor` -> `contribut`, `reviewer`
+    -> `review`. Agent nouns only when at least five letters remain, so `runner` stays apart
+    from `run`, and `member`, `user`, `owner` stay whole."""
+    if word.endswith("ation") and len(word) >= 9:
+        return word[:-5]
+    if word.endswith("ion") and len(word) >= 6:
+        return word[:-3]
+    if word.endswith(("or", "er")) and len(word) >= 7:
+        return word[:-2]
     return word
 
 
@@ -176,7 +190,10 @@ def terms(text: str, *, stemming: bool = True) -> list[str]:
 @functools.lru_cache(maxsize=1 << 16)
 def _term(word: str) -> str:
     stemmed = stem(word)
-    return _CANONICAL.get(stemmed, stemmed)
+    return _CANONICAL_STEMS.get(stemmed, stemmed)
+
+
+_CANONICAL_STEMS = {stem(long): short for long, short in _CANONICAL.items()}
 
 
 _EXPANSIONS: dict[str, tuple[str, ...]] = {}
@@ -259,14 +276,15 @@ class SearchIndex:
     def search(self, query: str, limit: int = 5) -> list[Hit]:
         """The best `limit` tools for the keywords in `query`, best first; ties by name."""
         scores: dict[int, float] = {}
-        asked = dict.fromkeys(terms(query, stemming=self.stemming), 1.0)
-        if self.stemming:
-            for term in list(asked):
-                for verb in _EXPANSIONS.get(term, ()):
-                    asked.setdefault(verb, SYNONYM_WEIGHT)
-        for term, weight in asked.items():
-            for i, score in self._postings.get(term, ()):
-                scores[i] = scores.get(i, 0.0) + weight * score
+        asked = list(dict.fromkeys(terms(query, stemming=self.stemming)))
+        for term in asked:
+            found: dict[int, float] = {}
+            synonyms = _EXPANSIONS.get(term, ()) if self.stemming else ()
+            for key, weight in ((term, 1.0), *((v, SYNONYM_WEIGHT) for v in synonyms)):
+                for i, score in self._postings.get(key, ()):
+                    found[i] = max(found.get(i, 0.0), weight * score)  # a word counts once
+            for i, score in found.items():
+                scores[i] = scores.get(i, 0.0) + score
         best = heapq.nlargest(limit, scores, key=scores.__getitem__)  # C-level key: fast
         best.sort(key=lambda i: (-scores[i], self.tools[i].name))
         return [Hit(name=self.tools[i].name, score=scores[i]) for i in best]
