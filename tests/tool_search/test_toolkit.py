@@ -283,3 +283,24 @@ def test_tools_the_permissions_hide_are_never_found(tmp_path: Path) -> None:
         assert "drop_database" not in found.content
         search = toolkit.get("tool_search")
         assert search is not None and "Search the 1 more tools" in search.description
+
+
+def test_a_denied_tool_an_mcp_refresh_adds_is_hidden_and_never_found(tmp_path: Path) -> None:
+    """A bare deny hides a tool from the listing and the search; one the server adds at run
+    time (tools/list_changed) must be hidden too, not only the ones present at start."""
+    path = manifest(
+        tmp_path, f"permissions:\n  deny: [forbidden]\nmcp_servers:\n  ev: {EVERYTHING}\n"
+    )
+    with create_toolkit(path) as toolkit:
+        before = toolkit.generation
+        assert toolkit.execute("grow", {"name": "forbidden"}).is_error is False
+        deadline = time.monotonic() + 20
+        while toolkit.generation == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert toolkit.generation != before
+        assert "forbidden" not in toolkit.names()
+        found = toolkit.execute("tool_search", {"query": "^forbidden$", "mode": "regex"})
+        assert found.metadata["tool_search"] == []
+        found = toolkit.execute("tool_search", {"query": "added at runtime"})
+        assert "forbidden" not in found.metadata["tool_search"]
+        assert toolkit.execute("forbidden", {}).is_error
