@@ -163,9 +163,12 @@ def test_state_round_trips_through_json_and_dict() -> None:
         ("[1]", "is a mapping"),
         ('{"version": 2, "loaded": []}', "version 2"),
         ('{"version": 1, "loaded": "a"}', "list of tool names"),
+        ('{"version": true, "loaded": []}', "version True"),
+        ("[" * 100_000, "is JSON"),  # nested too deep for the parser: an error, not a crash
+        (b"\xff\xfe", "is JSON"),
     ],
 )
-def test_a_bad_saved_state_is_a_usage_error(text: str, message: str) -> None:
+def test_a_bad_saved_state_is_a_usage_error(text: str | bytes, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         SearchState.from_json(text)
 
