@@ -196,3 +196,21 @@ def test_synonyms_that_stem_differently_still_reach_their_verb(query: str, wante
     # `erase` stems to `era`, `write` to `writ`: a synonym list kept unstemmed never matched them.
     hits = INDEX.search(query)
     assert hits and hits[0].name == wanted
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?:a?){100}a{100}",  # optional inside a counted repeat: 2**100 ways to split
+        "a{0,50}" * 6 + "x",  # six adjacent bounded ranges: 50**6 ways to split
+        "a{4294967296}",  # a count `re` overflows on
+    ],
+)
+def test_regexes_that_hang_or_overflow_are_refused(pattern: str) -> None:
+    with pytest.raises(ConfigError):
+        check_pattern(pattern)
+
+
+@pytest.mark.parametrize("pattern", ["colou?r", "repos?_(get|list)", "^a{2}b{1,3}$", "(ab){2}x"])
+def test_ordinary_regexes_still_pass(pattern: str) -> None:
+    assert check_pattern(pattern)

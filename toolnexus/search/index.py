@@ -84,7 +84,7 @@ MAX_PATTERN = 200
 """Longest regex accepted (Anthropic's regex tool search has the same limit)."""
 
 MAX_REPEATS = 3
-"""Most open-ended repeats (`*`, `+`, `{n,}`) a regex may have."""
+"""Most open-ended repeats (`*`, `+`, `{n,}`, or a range such as `{0,50}`) a regex may have."""
 
 REGEX_BUDGET = 0.25
 """Seconds a regex search may take; past it, the tools searched so far are answered."""
@@ -328,7 +328,7 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
         raise ConfigError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN}")
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:  # `a{4294967296}`, deep nesting
         raise ConfigError(f"not a valid regular expression: {exc}") from None
     # The parsed form (private to `re`, stable since 3.11) is the one reliable view of nesting.
     parser: Any = importlib.import_module("re._parser")
@@ -336,7 +336,8 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
     repeats = _unbounded_repeats(items)
     if repeats > MAX_REPEATS:
         raise ConfigError(
-            f"the pattern has {repeats} open-ended repeats (*, +, {{n,}}); at most {MAX_REPEATS}, "
+            f"the pattern has {repeats} open-ended repeats (*, +, {{n,}} or a range {{n,m}}); "
+            f"at most {MAX_REPEATS}, "
             "since each one multiplies the time a search can take"
         )
     if _risky(items, inside_repeat=False):
@@ -353,12 +354,19 @@ def _unbounded_repeats(items: Iterable[Any]) -> int:
     count = 0
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT):
-            count += (value[1] is c.MAXREPEAT) + _unbounded_repeats(value[2])
+            count += _ranged(value, c) + _unbounded_repeats(value[2])
         elif op is c.SUBPATTERN:
             count += _unbounded_repeats(value[-1])
         elif op is c.BRANCH:
             count += sum(_unbounded_repeats(branch) for branch in value[1])
     return count
+
+
+def _ranged(repeat: Any, c: Any) -> bool:
+    """Whether a repeat's `(low, high, body)` lets it take many lengths: open-ended (`*`, `+`,
+    `{n,}`) or a range wider than `?` (`{0,50}`), which backtracks as an open one does."""
+    low, high, _body = repeat
+    return high is c.MAXREPEAT or high - low > 1
 
 
 def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
@@ -367,13 +375,14 @@ def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
     previous_open = False
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            _low, high, body = value
+            low, high, body = value
             unbounded = high is c.MAXREPEAT or high > 1
-            if unbounded and inside_repeat and op is not c.POSSESSIVE_REPEAT:
-                return True
-            if high is c.MAXREPEAT and previous_open and op is not c.POSSESSIVE_REPEAT:
-                return True  # .*.* or a+a+: two open repeats competing for the same text
-            previous_open = high is c.MAXREPEAT
+            if low != high and inside_repeat and op is not c.POSSESSIVE_REPEAT:
+                return True  # (a+)+, and (a?){100}: any choice of length inside a repeat
+            ranged = _ranged(value, c)
+            if ranged and previous_open and op is not c.POSSESSIVE_REPEAT:
+                return True  # .*.*, a+a+, a{0,50}a{0,50}: repeats competing for the same text
+            previous_open = ranged
             if _risky(body, inside_repeat=inside_repeat or unbounded):
                 return True
             continue
