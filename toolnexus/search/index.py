@@ -277,14 +277,21 @@ class SearchIndex:
         """The best `limit` tools for the keywords in `query`, best first; ties by name."""
         scores: dict[int, float] = {}
         asked = list(dict.fromkeys(terms(query, stemming=self.stemming)))
+        get = scores.get
         for term in asked:
-            found: dict[int, float] = {}
             synonyms = _EXPANSIONS.get(term, ()) if self.stemming else ()
-            for key, weight in ((term, 1.0), *((v, SYNONYM_WEIGHT) for v in synonyms)):
-                for i, score in self._postings.get(key, ()):
-                    found[i] = max(found.get(i, 0.0), weight * score)  # a word counts once
+            if not synonyms:
+                for i, score in self._postings.get(term, ()):
+                    scores[i] = get(i, 0.0) + score
+                continue
+            found = dict(self._postings.get(term, ()))
+            for verb in synonyms:
+                for i, score in self._postings.get(verb, ()):
+                    score *= SYNONYM_WEIGHT
+                    if score > found.get(i, 0.0):
+                        found[i] = score  # a word counts once: as itself or its best synonym
             for i, score in found.items():
-                scores[i] = scores.get(i, 0.0) + score
+                scores[i] = get(i, 0.0) + score
         best = heapq.nlargest(limit, scores, key=scores.__getitem__)  # C-level key: fast
         best.sort(key=lambda i: (-scores[i], self.tools[i].name))
         return [Hit(name=self.tools[i].name, score=scores[i]) for i in best]
