@@ -304,3 +304,20 @@ def test_a_denied_tool_an_mcp_refresh_adds_is_hidden_and_never_found(tmp_path: P
         found = toolkit.execute("tool_search", {"query": "added at runtime"})
         assert "forbidden" not in found.metadata["tool_search"]
         assert toolkit.execute("forbidden", {}).is_error
+
+
+def test_create_toolkit_takes_sizes_as_the_manifest_does() -> None:
+    """README: `create_toolkit(tool_search={...})` takes the manifest block's keys, and the
+    manifest writes `max_bytes: 64KB`."""
+
+    @tool
+    def forecast(city: str) -> str:
+        """Weather forecast for a city."""
+        return f"sunny in {city}"
+
+    with create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "1KB"}) as tk:
+        assert deferred(tk) == []  # well within 1 KB
+    with create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "10B"}) as tk:
+        assert deferred(tk) == ["forecast"]
+    with pytest.raises(UsageError, match=r"tool_search\.max_bytes: expected .*30KB"):
+        create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "lots"})
