@@ -204,6 +204,8 @@ def test_synonyms_that_stem_differently_still_reach_their_verb(query: str, wante
         "(?:a?){100}a{100}",  # optional inside a counted repeat: 2**100 ways to split
         "a{0,50}" * 6 + "x",  # six adjacent bounded ranges: 50**6 ways to split
         "a{4294967296}",  # a count `re` overflows on
+        ".?" * 22 + "qqqq",  # 2**22 ways per start on any text: 31 s over GitHub's tools
+        "(?:.|.)" * 20 + "q",  # the same with alternatives
     ],
 )
 def test_regexes_that_hang_or_overflow_are_refused(pattern: str) -> None:
@@ -211,6 +213,9 @@ def test_regexes_that_hang_or_overflow_are_refused(pattern: str) -> None:
         check_pattern(pattern)
 
 
-@pytest.mark.parametrize("pattern", ["colou?r", "repos?_(get|list)", "^a{2}b{1,3}$", "(ab){2}x"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["colou?r", "repos?_(get|list)", "^a{2}b{1,3}$", "(ab){2}x", "(get|list)_repos?_(for_)?org"],
+)
 def test_ordinary_regexes_still_pass(pattern: str) -> None:
     assert check_pattern(pattern)

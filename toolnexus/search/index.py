@@ -86,6 +86,10 @@ MAX_PATTERN = 200
 MAX_REPEATS = 3
 """Most open-ended repeats (`*`, `+`, `{n,}`, or a range such as `{0,50}`) a regex may have."""
 
+MAX_CHOICES = 256
+"""Most ways a regex's optional parts (`?`, alternatives) may combine: each `?` doubles the
+paths one failed match retries, on any text (`.?` 22 times took 31 s over GitHub's tools)."""
+
 REGEX_BUDGET = 0.25
 """Seconds a regex search may take; past it, the tools searched so far are answered."""
 
@@ -347,6 +351,12 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
             f"at most {MAX_REPEATS}, "
             "since each one multiplies the time a search can take"
         )
+    choices = _choices(items)
+    if choices > MAX_CHOICES:
+        raise ConfigError(
+            f"the pattern's optional parts (?, alternatives) combine in {choices:,} ways; at most "
+            f"{MAX_CHOICES}, since a failed match retries every one of them"
+        )
     if _risky(items, inside_repeat=False):
         raise ConfigError(
             "a repeat inside a repeat (such as (a+)+), alternatives inside a repeat (such as "
@@ -367,6 +377,26 @@ def _unbounded_repeats(items: Iterable[Any]) -> int:
         elif op is c.BRANCH:
             count += sum(_unbounded_repeats(branch) for branch in value[1])
     return count
+
+
+def _choices(items: Iterable[Any]) -> int:
+    """How many ways the pattern's optional repeats (`?`) and alternatives combine: the paths a
+    failed match backtracks through at one place (open repeats are bounded by MAX_REPEATS)."""
+    c: Any = importlib.import_module("re._constants")
+    total = 1
+    for op, value in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, body = value
+            total *= (2 if high is not c.MAXREPEAT and high - low == 1 else 1) * _choices(body)
+        elif op is c.SUBPATTERN:
+            total *= _choices(value[-1])
+        elif op is c.BRANCH:
+            total *= sum(_choices(branch) for branch in value[1])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            total *= _choices(value[1])
+        if total > MAX_CHOICES:
+            return total  # enough to refuse; stop before the number grows huge
+    return total
 
 
 def _ranged(repeat: Any, c: Any) -> bool:
