@@ -126,6 +126,15 @@ HELD_OUT: Sequence[tuple[str, str]] = (
 """Written after the ranking's weights and word lists were settled on `QUERIES`, and never
 used to tune them: the honest figure for queries the ranking has not seen."""
 
+NEW_HELD_OUT: Sequence[tuple[str, str]] = tuple(
+    (query, operation)
+    for query, operation in json.loads(
+        (Path(__file__).parent / "fixtures" / "tool_search_held_out.json").read_text()
+    )["queries"]
+)
+"""Written by a reviewer before changing the ranking after `HELD_OUT` was spent (its misses
+were looked at), committed first and never used to tune: the honest figure."""
+
 
 def _fetch() -> str:
     """The description's provenance, after making sure it is in the cache ('' if it is not)."""
@@ -245,7 +254,11 @@ def bench_tool_search() -> None:
         ]
         if source:
             tool_names = {t.name for t in deferred}
-            for label_set, queries_set in (("tuned-on", QUERIES), ("held-out", HELD_OUT)):
+            for label_set, queries_set in (
+                ("tuned-on", QUERIES),
+                ("held-out", HELD_OUT),
+                ("new held-out", NEW_HELD_OUT),
+            ):
                 wanted = [(q, _tool_name(op)) for q, op in queries_set]
                 missing = [n for _, n in wanted if n not in tool_names]
                 if missing:
@@ -260,7 +273,7 @@ def bench_tool_search() -> None:
                     rows.append(
                         (f"recall@5 {label_set}, {title}", hits / len(wanted) * 100, "%", note)
                     )
-                    if index is ours and misses:
+                    if index is ours and misses and queries_set is not NEW_HELD_OUT:
                         print(f"misses (ours, {label_set}): " + "; ".join(misses))
         table("tool search (GitHub REST API)", rows)
     finally:

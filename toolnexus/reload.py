@@ -157,6 +157,7 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
     import dataclasses
     from contextlib import AsyncExitStack
 
+    from ._attach import is_hidden
     from ._mcp_namespace import mcp_json_servers, namespace_clashes
     from .build import server_tools
     from .executor import Executor
@@ -177,14 +178,12 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
         stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
         kept = [t for t in current.registry.tools() if t.name not in stale]
         namespaced = mcp_json_servers(carry["decls"].values())
-        registry = Registry(
-            apply_search(
-                namespace_clashes([*kept, *fresh], namespaced),
-                current.tool_search,
-                hidden=current.hidden,
-            )
-        )
+        merged = namespace_clashes([*kept, *fresh], namespaced)
         old = current.executor
+        # A tool the server adds may be one a bare deny hides: hide it (and keep it out of
+        # the search) as a full build would, rather than reuse the old generation's set.
+        hidden = frozenset(t.name for t in merged if is_hidden(old.permissions, t))
+        registry = Registry(apply_search(merged, current.tool_search, hidden=hidden))
         executor = Executor(
             registry,
             middleware=old.middleware,
@@ -198,6 +197,7 @@ async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | N
             current,
             number=current.number + 1,
             registry=registry,
+            hidden=hidden,
             executor=executor,
             inflight=0,
             retired=False,

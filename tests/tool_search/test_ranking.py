@@ -163,9 +163,12 @@ def test_state_round_trips_through_json_and_dict() -> None:
         ("[1]", "is a mapping"),
         ('{"version": 2, "loaded": []}', "version 2"),
         ('{"version": 1, "loaded": "a"}', "list of tool names"),
+        ('{"version": true, "loaded": []}', "version True"),
+        ("[" * 100_000, "is JSON"),  # nested too deep for the parser: an error, not a crash
+        (b"\xff\xfe", "is JSON"),
     ],
 )
-def test_a_bad_saved_state_is_a_usage_error(text: str, message: str) -> None:
+def test_a_bad_saved_state_is_a_usage_error(text: str | bytes, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         SearchState.from_json(text)
 
@@ -179,3 +182,40 @@ def test_state_observes_only_successful_search_results() -> None:
     assert state.observe(found) == []
     state.prune(["z"])
     assert state.loaded == set()
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"),
+    [
+        ("erase it", "repos_delete"),
+        ("write one", "issues_create"),
+        ("signed in", "activity_star-repo-for-authenticated-user"),
+    ],
+)
+def test_synonyms_that_stem_differently_still_reach_their_verb(query: str, wanted: str) -> None:
+    # `erase` stems to `era`, `write` to `writ`: a synonym list kept unstemmed never matched them.
+    hits = INDEX.search(query)
+    assert hits and hits[0].name == wanted
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?:a?){100}a{100}",  # optional inside a counted repeat: 2**100 ways to split
+        "a{0,50}" * 6 + "x",  # six adjacent bounded ranges: 50**6 ways to split
+        "a{4294967296}",  # a count `re` overflows on
+        ".?" * 22 + "qqqq",  # 2**22 ways per start on any text: 31 s over GitHub's tools
+        "(?:.|.)" * 20 + "q",  # the same with alternatives
+    ],
+)
+def test_regexes_that_hang_or_overflow_are_refused(pattern: str) -> None:
+    with pytest.raises(ConfigError):
+        check_pattern(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["colou?r", "repos?_(get|list)", "^a{2}b{1,3}$", "(ab){2}x", "(get|list)_repos?_(for_)?org"],
+)
+def test_ordinary_regexes_still_pass(pattern: str) -> None:
+    assert check_pattern(pattern)

@@ -149,3 +149,35 @@ async def test_streamable_http_sessions_keep_their_own_loaded_tools() -> None:
                     await first.call_tool("tool_search", {"query": "weather forecast"})
                     assert await names(first) == ["forecast", "hello", "tool_search"]
                     assert await names(second) == ["hello", "tool_search"]
+
+
+@pytest.mark.anyio
+async def test_a_closed_sessions_state_is_forgotten() -> None:
+    """Memory per server stays bounded: the state of a session that ended is not kept."""
+    import gc
+
+    from toolnexus.search import SearchState
+
+    def alive() -> int:
+        gc.collect()
+        return sum(isinstance(o, SearchState) for o in gc.get_objects())
+
+    async with await acreate_toolkit(
+        extra_tools=[forecast, star_repo, hello], tool_search={"always": ["hello"]}
+    ) as toolkit:
+        app = http_app(toolkit)
+        transport = httpx2.ASGITransport(app)
+        base = "http://127.0.0.1:8000"
+        with anyio.fail_after(WAIT):
+            async with (
+                app.router.lifespan_context(app),
+                httpx2.AsyncClient(transport=transport, base_url=base) as http,
+            ):
+                before = alive()
+                for _ in range(3):
+                    client = streamable_http_client(f"{base}/mcp", http_client=http)
+                    async with mcp.Client(client, mode="legacy") as session:
+                        await session.call_tool("tool_search", {"query": "weather forecast"})
+                        assert alive() == before + 1  # this session's state, while it lives
+                    await anyio.sleep(0.1)
+                assert alive() <= before

@@ -283,3 +283,82 @@ def test_tools_the_permissions_hide_are_never_found(tmp_path: Path) -> None:
         assert "drop_database" not in found.content
         search = toolkit.get("tool_search")
         assert search is not None and "Search the 1 more tools" in search.description
+
+
+def test_a_denied_tool_an_mcp_refresh_adds_is_hidden_and_never_found(tmp_path: Path) -> None:
+    """A bare deny hides a tool from the listing and the search; one the server adds at run
+    time (tools/list_changed) must be hidden too, not only the ones present at start."""
+    path = manifest(
+        tmp_path, f"permissions:\n  deny: [forbidden]\nmcp_servers:\n  ev: {EVERYTHING}\n"
+    )
+    with create_toolkit(path) as toolkit:
+        before = toolkit.generation
+        assert toolkit.execute("grow", {"name": "forbidden"}).is_error is False
+        deadline = time.monotonic() + 20
+        while toolkit.generation == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert toolkit.generation != before
+        assert "forbidden" not in toolkit.names()
+        found = toolkit.execute("tool_search", {"query": "^forbidden$", "mode": "regex"})
+        assert found.metadata["tool_search"] == []
+        found = toolkit.execute("tool_search", {"query": "added at runtime"})
+        assert "forbidden" not in found.metadata["tool_search"]
+        assert toolkit.execute("forbidden", {}).is_error
+
+
+def test_create_toolkit_takes_sizes_as_the_manifest_does() -> None:
+    """README: `create_toolkit(tool_search={...})` takes the manifest block's keys, and the
+    manifest writes `max_bytes: 64KB`."""
+
+    @tool
+    def forecast(city: str) -> str:
+        """Weather forecast for a city."""
+        return f"sunny in {city}"
+
+    with create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "1KB"}) as tk:
+        assert deferred(tk) == []  # well within 1 KB
+    with create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "10B"}) as tk:
+        assert deferred(tk) == ["forecast"]
+    with pytest.raises(UsageError, match=r"tool_search\.max_bytes: expected .*30KB"):
+        create_toolkit(extra_tools=[forecast], tool_search={"max_bytes": "lots"})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["keywords", "regex"])
+async def test_searching_never_blocks_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """The first search builds the index (0.35-0.65 s for GitHub's 1,223 tools) and a regex
+    search may take 0.25 s: under `serve` that would stall every other client, so both run on
+    a worker thread, not the loop's."""
+    import threading
+
+    from toolnexus import acreate_toolkit
+    from toolnexus.search import tool as search_tool_module
+
+    from .conftest import forecast, hello, star_repo
+
+    threads: list[threading.Thread] = []
+
+    class Recording(search_tool_module.SearchIndex):
+        def __post_init__(self) -> None:
+            threads.append(threading.current_thread())
+            super().__post_init__()
+
+        def search(self, query: str, limit: int = 5) -> Any:
+            threads.append(threading.current_thread())
+            return super().search(query, limit)
+
+        def search_regex(self, pattern: str, limit: int = 5, **kw: Any) -> Any:
+            threads.append(threading.current_thread())
+            return super().search_regex(pattern, limit, **kw)
+
+    monkeypatch.setattr(search_tool_module, "SearchIndex", Recording)
+    async with await acreate_toolkit(
+        extra_tools=[forecast, star_repo, hello], tool_search={"always": ["hello"]}
+    ) as toolkit:
+        query = "forecast" if mode == "keywords" else "^forecast$"
+        found = await toolkit.aexecute("tool_search", {"query": query, "mode": mode})
+        assert found.metadata["tool_search"] == ["forecast"]
+    assert len(threads) == 2
+    assert threading.main_thread() not in threads

@@ -41,8 +41,8 @@ __all__ = [
 FIELD_WEIGHTS: Mapping[str, float] = {
     "name": 3.0,
     "summary": 2.0,
-    "description": 1.0,
-    "parameters": 0.6,
+    "description": 0.5,
+    "parameters": 0.3,
 }
 """How much a word found in each field counts, relative to the description. `summary` is the
 description's first sentence (an OpenAPI operation's `summary`), which says what the tool does;
@@ -67,28 +67,28 @@ _CANONICAL = {
 """Long words and the abbreviations API names use for them, both indexed as the short one."""
 
 _VERBS = {
-    "creat": ("new", "make", "add", "open", "publish", "post", "write", "start"),
-    "delet": ("remov", "eras", "destroy", "drop", "revok", "unset"),
-    "updat": ("chang", "edit", "modify", "renam", "set", "close"),
-    "get": ("fetch", "retriev", "read", "show", "view", "look", "find", "check"),
-    "list": ("all", "show", "enumerat", "who", "which", "find"),
-    "add": ("give", "put", "invit", "attach", "grant"),
+    "create": ("new", "make", "add", "open", "publish", "post", "write", "start"),
+    "delete": ("remove", "erase", "destroy", "drop", "revoke", "unset"),
+    "update": ("change", "edit", "modify", "rename", "set", "close"),
+    "get": ("fetch", "retrieve", "read", "show", "view", "look", "find", "check"),
+    "list": ("all", "show", "enumerate", "who", "find"),
+    "add": ("give", "put", "invite", "attach", "grant"),
     "cancel": ("stop", "abort", "halt"),
-    "auth": ("login", "logg", "signed", "me", "am"),
+    "authenticated": ("login", "logged", "signed", "am"),
 }
 """The verbs of API operation names and words people use for them: a query word on the right
-also searches the verb on the left (at `SYNONYM_WEIGHT`)."""
-
-_EXPANSIONS: dict[str, tuple[str, ...]] = {}
-for _verb, _synonyms in _VERBS.items():
-    for _synonym in _synonyms:
-        _EXPANSIONS[_synonym] = (*_EXPANSIONS.get(_synonym, ()), _verb)
+also searches the verb on the left (at `SYNONYM_WEIGHT`). Plain words, stemmed as the index
+is (below), so each one meets the query words that stem the same way."""
 
 MAX_PATTERN = 200
 """Longest regex accepted (Anthropic's regex tool search has the same limit)."""
 
 MAX_REPEATS = 3
-"""Most open-ended repeats (`*`, `+`, `{n,}`) a regex may have."""
+"""Most open-ended repeats (`*`, `+`, `{n,}`, or a range such as `{0,50}`) a regex may have."""
+
+MAX_CHOICES = 256
+"""Most ways a regex's optional parts (`?`, alternatives) may combine: each `?` doubles the
+paths one failed match retries, on any text (`.?` 22 times took 31 s over GitHub's tools)."""
 
 REGEX_BUDGET = 0.25
 """Seconds a regex search may take; past it, the tools searched so far are answered."""
@@ -167,6 +167,20 @@ def stem(word: str) -> str:
         word = word[:-1]  # starr -> star, committ -> commit
     if word.endswith("e") and len(word) > 4:
         word = word[:-1]  # delete -> delet, meets deleted -> delet
+    return _derivational(word)
+
+
+def _derivational(word: str) -> str:
+    """The nouns API descriptions make of verbs, back to the verb's stem: `invitation` and
+    `invite` -> `invit`, `protection` -> `protect`, `contributor` -> `contribut`, `reviewer`
+    -> `review`. Agent nouns only when at least five letters remain, so `runner` stays apart
+    from `run`, and `member`, `user`, `owner` stay whole."""
+    if word.endswith("ation") and len(word) >= 9:
+        return word[:-5]
+    if word.endswith("ion") and len(word) >= 6:
+        return word[:-3]
+    if word.endswith(("or", "er")) and len(word) >= 7:
+        return word[:-2]
     return word
 
 
@@ -180,7 +194,17 @@ def terms(text: str, *, stemming: bool = True) -> list[str]:
 @functools.lru_cache(maxsize=1 << 16)
 def _term(word: str) -> str:
     stemmed = stem(word)
-    return _CANONICAL.get(stemmed, stemmed)
+    return _CANONICAL_STEMS.get(stemmed, stemmed)
+
+
+_CANONICAL_STEMS = {stem(long): short for long, short in _CANONICAL.items()}
+
+
+_EXPANSIONS: dict[str, tuple[str, ...]] = {}
+for _verb, _synonyms in _VERBS.items():
+    for _synonym in _synonyms:
+        _key = _term(_synonym)
+        _EXPANSIONS[_key] = (*_EXPANSIONS.get(_key, ()), _term(_verb))
 
 
 def short_description(text: str, limit: int = 160) -> str:
@@ -256,14 +280,22 @@ class SearchIndex:
     def search(self, query: str, limit: int = 5) -> list[Hit]:
         """The best `limit` tools for the keywords in `query`, best first; ties by name."""
         scores: dict[int, float] = {}
-        asked = dict.fromkeys(terms(query, stemming=self.stemming), 1.0)
-        if self.stemming:
-            for term in list(asked):
-                for verb in _EXPANSIONS.get(term, ()):
-                    asked.setdefault(verb, SYNONYM_WEIGHT)
-        for term, weight in asked.items():
-            for i, score in self._postings.get(term, ()):
-                scores[i] = scores.get(i, 0.0) + weight * score
+        asked = list(dict.fromkeys(terms(query, stemming=self.stemming)))
+        get = scores.get
+        for term in asked:
+            synonyms = _EXPANSIONS.get(term, ()) if self.stemming else ()
+            if not synonyms:
+                for i, score in self._postings.get(term, ()):
+                    scores[i] = get(i, 0.0) + score
+                continue
+            found = dict(self._postings.get(term, ()))
+            for verb in synonyms:
+                for i, score in self._postings.get(verb, ()):
+                    score *= SYNONYM_WEIGHT
+                    if score > found.get(i, 0.0):
+                        found[i] = score  # a word counts once: as itself or its best synonym
+            for i, score in found.items():
+                scores[i] = get(i, 0.0) + score
         best = heapq.nlargest(limit, scores, key=scores.__getitem__)  # C-level key: fast
         best.sort(key=lambda i: (-scores[i], self.tools[i].name))
         return [Hit(name=self.tools[i].name, score=scores[i]) for i in best]
@@ -307,7 +339,7 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
         raise ConfigError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN}")
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:  # `a{4294967296}`, deep nesting
         raise ConfigError(f"not a valid regular expression: {exc}") from None
     # The parsed form (private to `re`, stable since 3.11) is the one reliable view of nesting.
     parser: Any = importlib.import_module("re._parser")
@@ -315,8 +347,15 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
     repeats = _unbounded_repeats(items)
     if repeats > MAX_REPEATS:
         raise ConfigError(
-            f"the pattern has {repeats} open-ended repeats (*, +, {{n,}}); at most {MAX_REPEATS}, "
+            f"the pattern has {repeats} open-ended repeats (*, +, {{n,}} or a range {{n,m}}); "
+            f"at most {MAX_REPEATS}, "
             "since each one multiplies the time a search can take"
+        )
+    choices = _choices(items)
+    if choices > MAX_CHOICES:
+        raise ConfigError(
+            f"the pattern's optional parts (?, alternatives) combine in {choices:,} ways; at most "
+            f"{MAX_CHOICES}, since a failed match retries every one of them"
         )
     if _risky(items, inside_repeat=False):
         raise ConfigError(
@@ -332,12 +371,39 @@ def _unbounded_repeats(items: Iterable[Any]) -> int:
     count = 0
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT):
-            count += (value[1] is c.MAXREPEAT) + _unbounded_repeats(value[2])
+            count += _ranged(value, c) + _unbounded_repeats(value[2])
         elif op is c.SUBPATTERN:
             count += _unbounded_repeats(value[-1])
         elif op is c.BRANCH:
             count += sum(_unbounded_repeats(branch) for branch in value[1])
     return count
+
+
+def _choices(items: Iterable[Any]) -> int:
+    """How many ways the pattern's optional repeats (`?`) and alternatives combine: the paths a
+    failed match backtracks through at one place (open repeats are bounded by MAX_REPEATS)."""
+    c: Any = importlib.import_module("re._constants")
+    total = 1
+    for op, value in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, body = value
+            total *= (2 if high is not c.MAXREPEAT and high - low == 1 else 1) * _choices(body)
+        elif op is c.SUBPATTERN:
+            total *= _choices(value[-1])
+        elif op is c.BRANCH:
+            total *= sum(_choices(branch) for branch in value[1])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            total *= _choices(value[1])
+        if total > MAX_CHOICES:
+            return total  # enough to refuse; stop before the number grows huge
+    return total
+
+
+def _ranged(repeat: Any, c: Any) -> bool:
+    """Whether a repeat's `(low, high, body)` lets it take many lengths: open-ended (`*`, `+`,
+    `{n,}`) or a range wider than `?` (`{0,50}`), which backtracks as an open one does."""
+    low, high, _body = repeat
+    return high is c.MAXREPEAT or high - low > 1
 
 
 def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
@@ -346,13 +412,14 @@ def _risky(items: Iterable[Any], *, inside_repeat: bool) -> bool:
     previous_open = False
     for op, value in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            _low, high, body = value
+            low, high, body = value
             unbounded = high is c.MAXREPEAT or high > 1
-            if unbounded and inside_repeat and op is not c.POSSESSIVE_REPEAT:
-                return True
-            if high is c.MAXREPEAT and previous_open and op is not c.POSSESSIVE_REPEAT:
-                return True  # .*.* or a+a+: two open repeats competing for the same text
-            previous_open = high is c.MAXREPEAT
+            if low != high and inside_repeat and op is not c.POSSESSIVE_REPEAT:
+                return True  # (a+)+, and (a?){100}: any choice of length inside a repeat
+            ranged = _ranged(value, c)
+            if ranged and previous_open and op is not c.POSSESSIVE_REPEAT:
+                return True  # .*.*, a+a+, a{0,50}a{0,50}: repeats competing for the same text
+            previous_open = ranged
             if _risky(body, inside_repeat=inside_repeat or unbounded):
                 return True
             continue

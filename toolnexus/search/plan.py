@@ -25,6 +25,7 @@ from typing import Any
 
 from ..base import Tool
 from ..errors import ConfigError
+from ..manifest.units import parse_size
 from .state import SEARCH_METADATA
 from .tool import MAX_LIMIT, SEARCH_TOOL, search_tool
 
@@ -84,6 +85,11 @@ def settings_from(value: object) -> ToolSearchSettings | None:
         item = value.get(key)
         if item is None:
             continue
+        if key == "max_bytes" and isinstance(item, str):  # `64KB`, as the manifest takes it
+            try:
+                item = parse_size(item)
+            except ValueError as exc:
+                raise ConfigError(str(exc), field=key) from None
         if not isinstance(item, int) or isinstance(item, bool) or item < 0:
             raise ConfigError(f"expected a whole number of 0 or more, got {item!r}", field=key)
         out[key] = item

@@ -71,7 +71,7 @@ class SearchState:
         if not isinstance(data, Mapping):
             raise UsageError(f"a search state is a mapping, got {type(data).__name__}")
         version, loaded = data.get("version"), data.get("loaded")
-        if version != _VERSION:
+        if version != _VERSION or isinstance(version, bool):  # True == 1 in Python
             raise UsageError(f"search state version {version!r} is not {_VERSION}")
         if not isinstance(loaded, list) or not all(isinstance(n, str) for n in loaded):
             raise UsageError("search state `loaded` must be a list of tool names")
@@ -86,6 +86,6 @@ class SearchState:
         """
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise UsageError(f"a search state is JSON: {exc}") from None
         return cls.from_dict(data)
