@@ -116,13 +116,12 @@ def trace(
         return traced(tracer, call, nxt)
 
     async def traced(tracer: otel_trace.Tracer, call: Call, nxt: Next) -> Result:
-        span = tracer.start_span(
-            f"execute_tool {call.name}",
-            kind=internal,
-            attributes=_start_attributes(call, mask_secrets),
-        )
-        if record_arguments and span.is_recording():
-            span.set_attribute("gen_ai.tool.call.arguments", _arguments_text(call, max_chars))
+        # Everything known before the call goes in at the start: the SDK takes a start
+        # span's attributes in one pass, each later `set_attribute` costs a lock and a check.
+        attributes = _start_attributes(call, mask_secrets)
+        if record_arguments:
+            attributes["gen_ai.tool.call.arguments"] = _arguments_text(call, max_chars)
+        span = tracer.start_span(f"execute_tool {call.name}", kind=internal, attributes=attributes)
         token = attach(in_context(span))
         try:
             result = await nxt(call)
@@ -131,18 +130,21 @@ def trace(
             span.set_status(error_status, "the call was cancelled")
             raise
         else:
-            if span.is_recording():
-                span.set_attributes(
-                    _end_attributes(
-                        call,
-                        result,
-                        mask_secrets,
-                        record_results=record_results,
-                        max_chars=max_chars,
-                    )
+            if (result.is_error or record_results or result.metadata) and span.is_recording():
+                mask = _masker(call, mask_secrets) if result.is_error or record_results else None
+                ended = _end_attributes(
+                    result,
+                    attributes.get("toolnexus.sandbox.mechanism"),
+                    mask or mask_secrets,
+                    record_results=record_results,
+                    max_chars=max_chars,
                 )
+                if ended:
+                    span.set_attributes(ended)
                 if result.is_error:
-                    span.set_status(error_status, mask_secrets(result.content)[:max_chars])
+                    span.set_status(
+                        error_status, (mask or mask_secrets)(result.content)[:max_chars]
+                    )
             return result
         finally:
             detach(token)
@@ -175,28 +177,29 @@ def _start_attributes(call: Call, mask_secrets: Callable[[str], str]) -> dict[st
         attributes["toolnexus.approval.rule"] = mask_secrets(verdict.rule)
     if verdict.origin:
         attributes["toolnexus.approval.origin"] = verdict.origin
+    if call.allowed and tool.source != "mcp" and (tool.sandbox is None or tool.source == "http"):
+        # Runs in the toolkit's own process (an HTTP tool's host list is checked there too):
+        # known now. An MCP tool's server is confined per server, not per call (see its
+        # `status.sandbox`); a process-running tool's result says which sandbox ran it.
+        attributes["toolnexus.sandbox.mechanism"] = "none"
     return attributes
 
 
 def _end_attributes(
-    call: Call,
     result: Result,
+    mechanism: str | None,
     mask_secrets: Callable[[str], str],
     *,
     record_results: bool,
     max_chars: int,
 ) -> dict[str, Any]:
-    """What the result tells: the error type, the sandbox that ran it, the result if asked."""
+    """What the result tells and the start did not: the error type, the sandbox that ran it
+    (when it is not the `mechanism` already recorded), the result if asked."""
     attributes: dict[str, Any] = {}
     meta = result.metadata
-    mechanism = meta.get("mechanism")  # process-running tools say which sandbox ran them
-    tool = call.tool
-    if mechanism is None and call.allowed and (tool.sandbox is None or tool.source == "http"):
-        # Ran in the toolkit's own process (an HTTP tool's host list is checked there too).
-        # An MCP tool's server is confined per server, not per call: see its `status.sandbox`.
-        mechanism = None if tool.source == "mcp" else "none"
-    if mechanism is not None:
-        attributes["toolnexus.sandbox.mechanism"] = str(mechanism)
+    ran_in = meta.get("mechanism")  # process-running tools say which sandbox ran them
+    if ran_in is not None and str(ran_in) != mechanism:
+        attributes["toolnexus.sandbox.mechanism"] = str(ran_in)
     if meta.get("unconfined"):
         attributes["toolnexus.sandbox.unconfined"] = True
     if result.is_error:
@@ -204,6 +207,42 @@ def _end_attributes(
     if record_results:
         attributes["gen_ai.tool.call.result"] = mask_secrets(result.content)[:max_chars]
     return attributes
+
+
+def _masker(call: Call, mask_secrets: Callable[[str], str]) -> Callable[[str], str]:
+    """`mask_secrets`, also masking the string values under the call's secret-looking argument
+    keys: a tool's error often echoes its arguments, and the error text is always recorded."""
+    from .middleware import SECRET_KEYS
+
+    found: set[str] = set()
+
+    def collect(value: Any, secret: bool) -> None:
+        if isinstance(value, str):
+            if secret and len(value) >= _MIN_SECRET:
+                found.add(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                collect(item, secret or (isinstance(key, str) and bool(SECRET_KEYS.search(key))))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                collect(item, secret)
+
+    collect(call.arguments, False)
+    if not found:
+        return mask_secrets
+    values = sorted(found, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in values:
+            text = text.replace(value, "***")
+        return mask_secrets(text)
+
+    return mask
+
+
+_MIN_SECRET = 4
+"""Shorter secret-keyed values are not masked in free text: "abc" would mask every word
+holding it, and a value that short protects nothing."""
 
 
 def _arguments_text(call: Call, max_chars: int) -> str:
