@@ -437,6 +437,59 @@ def test_a_reload_between_two_turns_shows_through(
     assert results["c3"].status == "error" and "napx" in results["c3"].content
 
 
+def tool_node_graph(toolkit: Toolkit, model: ScriptedModel) -> Any:
+    """agent -> tools -> agent, the tools node being `toolnexus_tool_node(toolkit)`."""
+
+    def agent_node(state: MessagesState) -> dict[str, Any]:
+        bound = model.bind_tools(langchain_tools(toolkit))  # this turn's tools
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent_node)
+    graph.add_node("tools", toolnexus_tool_node(toolkit))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+@MODES
+def test_two_asks_in_one_tool_node_step_never_swap_approvals(
+    toolkit: Toolkit, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph hands resume values to a node's interrupts by the order they are reached. The
+    calls of one ToolNode step run at once (threads on the sync path), so without an order of
+    our own a slow first call let the second take the approval shown for the first."""
+    a, b = workspace / "a.txt", workspace / "b.txt"
+    check = toolkit.check
+
+    def slow_for_a(name: str, arguments: Any = None) -> Any:
+        if isinstance(arguments, dict) and str(arguments.get("path", "")).endswith("a.txt"):
+            time.sleep(0.3)
+        return check(name, arguments)
+
+    monkeypatch.setattr(toolkit, "check", slow_for_a)
+    model = ScriptedModel(
+        turns=[[call("make", "ca", path=str(a)), call("make", "cb", path=str(b))], "done"]
+    )
+    app = tool_node_graph(toolkit, model)
+    state = run(app, ask("go"), "t", mode)
+    answered: dict[str, bool] = {}
+    while state.get("__interrupt__"):
+        (pending,) = state["__interrupt__"]
+        approve = pending.value["tool_call_id"] == "cb"  # approve b only, whatever comes first
+        answered[pending.value["tool_call_id"]] = approve
+        state = run(app, Command(resume={"type": "approve" if approve else "reject"}), "t", mode)
+    assert answered == {"ca": False, "cb": True}
+    results = tool_messages(state)
+    assert (results["ca"].status, results["cb"].status) == ("error", "success")
+    assert b.exists() and not a.exists()
+
+
 @MODES
 def test_a_hand_built_graph_with_the_tool_node(
     toolkit: Toolkit, workspace: Path, mode: str

@@ -33,9 +33,12 @@ every model turn and tool call, so a reload shows through on the next turn.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -265,19 +268,119 @@ def toolnexus_tool_node(toolkit: Toolkit, **options: Any) -> ToolNode:
         options: passed to `ToolNode` (e.g. `name`, `messages_key`).
     """
     current = _CurrentTools(toolkit)
+    order = _AskOrder(toolkit)
 
     def wrap(
         request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
-        return handler(current.route(request))
+        with order.turn(request):
+            return handler(current.route(request))
 
     async def awrap(
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        return await handler(current.route(request))
+        async with order.aturn(request):
+            return await handler(current.route(request))
 
-    return ToolNode([], wrap_tool_call=wrap, awrap_tool_call=awrap, **options)
+    return _ToolnexusToolNode([], wrap_tool_call=wrap, awrap_tool_call=awrap, **options)
+
+
+class _AskOrder:
+    """The asking calls of one `ToolNode` step, run one after another in the model's order.
+
+    LangGraph hands a node's resume values to its interrupts in the order they are reached.
+    The calls of one step run at once (in threads on the sync path), so a slow call could
+    otherwise take the decision the reviewer made for another: an approval given for one call
+    would run a different one. Calls that do not ask run as before, at once.
+    """
+
+    def __init__(self, toolkit: Toolkit) -> None:
+        self.toolkit = toolkit
+        self._lock = threading.Condition()
+        self._done: dict[int, set[str]] = {}  # by step: its asking calls that are through
+        self._users: dict[int, int] = {}  # by step: its asking calls not yet through
+        self._wakeups: dict[int, list[asyncio.Event]] = {}  # by step: async calls waiting
+
+    def _place(self, request: ToolCallRequest) -> tuple[int, list[str]] | None:
+        """The step's key and its asking calls up to this one, when this call asks and another
+        call before it in the step does too; else None (nothing to wait for)."""
+        calls, call_id = _STEP_CALLS.get(), request.tool_call.get("id")
+        if calls is None or call_id is None:
+            return None
+        asking = [
+            c["id"]
+            for c in calls
+            if c.get("id") and self.toolkit.check(c["name"], c.get("args")).decision is Decision.ASK
+        ]
+        if call_id not in asking or len(asking) < 2:
+            return None
+        return id(calls), asking[: asking.index(call_id) + 1]
+
+    def _enter(self, key: int) -> set[str]:
+        self._users[key] = self._users.get(key, 0) + 1
+        return self._done.setdefault(key, set())
+
+    @contextlib.contextmanager
+    def turn(self, request: ToolCallRequest) -> Iterator[None]:
+        place = self._place(request)
+        if place is None:
+            yield
+            return
+        key, upto = place
+        with self._lock:
+            done = self._enter(key)
+            self._lock.wait_for(lambda: done.issuperset(upto[:-1]))
+        try:
+            yield
+        finally:
+            self._leave(key, upto[-1])
+
+    @contextlib.asynccontextmanager
+    async def aturn(self, request: ToolCallRequest) -> AsyncIterator[None]:
+        place = self._place(request)
+        if place is None:
+            yield
+            return
+        key, upto = place
+        with self._lock:
+            done = self._enter(key)
+        while True:  # the calls of an async step share one loop: an event each, no thread
+            with self._lock:
+                if done.issuperset(upto[:-1]):
+                    break
+                wakeup = asyncio.Event()
+                self._wakeups.setdefault(key, []).append(wakeup)
+            await wakeup.wait()
+        try:
+            yield
+        finally:
+            self._leave(key, upto[-1])
+
+    def _leave(self, key: int, call_id: str) -> None:
+        with self._lock:
+            self._done[key].add(call_id)
+            for wakeup in self._wakeups.pop(key, []):
+                wakeup.set()
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._done[key]
+            self._lock.notify_all()
+
+
+_STEP_CALLS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "toolnexus_langchain_step_calls", default=None
+)
+"""The tool calls of the `ToolNode` step being run (the calls its tasks see run at once)."""
+
+
+class _ToolnexusToolNode(ToolNode):
+    """A `ToolNode` that tells its calls which calls share their step, for `_AskOrder`."""
+
+    def _parse_input(self, input: Any) -> Any:
+        tool_calls, input_type = super()._parse_input(input)
+        _STEP_CALLS.set(list(tool_calls))  # the calls' threads and tasks copy this context
+        return tool_calls, input_type
 
 
 # -- approval ------------------------------------------------------------------------------
