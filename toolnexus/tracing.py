@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
@@ -120,7 +121,9 @@ def trace(
         # span's attributes in one pass, each later `set_attribute` costs a lock and a check.
         attributes = _start_attributes(call, mask_secrets)
         if record_arguments:
-            attributes["gen_ai.tool.call.arguments"] = _arguments_text(call, max_chars)
+            attributes["gen_ai.tool.call.arguments"] = _arguments_text(
+                call, mask_secrets, max_chars
+            )
         span = tracer.start_span(f"execute_tool {call.name}", kind=internal, attributes=attributes)
         token = attach(in_context(span))
         try:
@@ -212,8 +215,7 @@ def _end_attributes(
 def _masker(call: Call, mask_secrets: Callable[[str], str]) -> Callable[[str], str]:
     """`mask_secrets`, also masking the string values under the call's secret-looking argument
     keys: a tool's error often echoes its arguments, and the error text is always recorded."""
-    from .middleware import SECRET_KEYS
-
+    secret_keys = _secret_keys()
     found: set[str] = set()
 
     def collect(value: Any, secret: bool) -> None:
@@ -222,7 +224,7 @@ def _masker(call: Call, mask_secrets: Callable[[str], str]) -> Callable[[str], s
                 found.add(value)
         elif isinstance(value, dict):
             for key, item in value.items():
-                collect(item, secret or (isinstance(key, str) and bool(SECRET_KEYS.search(key))))
+                collect(item, secret or (isinstance(key, str) and bool(secret_keys.search(key))))
         elif isinstance(value, list | tuple):
             for item in value:
                 collect(item, secret)
@@ -245,11 +247,43 @@ _MIN_SECRET = 4
 holding it, and a value that short protects nothing."""
 
 
-def _arguments_text(call: Call, max_chars: int) -> str:
-    from .middleware import SECRET_KEYS, _masked, redact_arguments
+def _arguments_text(call: Call, mask_secrets: Callable[[str], str], max_chars: int) -> str:
+    """The arguments as JSON, as the audit log writes them (`_masked(redact_arguments(...))`:
+    secret-keyed values `***`, `${VAR}` values masked), in one pass: this runs on every call."""
+    cleaned = _cleaned(call.arguments, mask_secrets, _secret_keys())
+    return json.dumps(cleaned, ensure_ascii=False, default=str)[:max_chars]
 
-    redacted = _masked(redact_arguments(call.arguments, SECRET_KEYS))
-    return json.dumps(redacted, ensure_ascii=False, default=str)[:max_chars]
+
+def _cleaned(value: Any, mask: Callable[[str], str], secret: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return mask(value)
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict | Mapping):
+        return {
+            _cleaned(key, mask, secret): "***"
+            if isinstance(key, str) and secret.search(key)
+            else _cleaned(item, mask, secret)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_cleaned(item, mask, secret) for item in value]
+    return mask(str(value))
+
+
+_SCALARS = (bool, int, float)
+
+
+def _secret_keys() -> re.Pattern[str]:
+    """The audit log's secret-looking keys (imported late: `middleware` imports this module)."""
+    if not _SECRET_KEYS:
+        from .middleware import SECRET_KEYS
+
+        _SECRET_KEYS.append(SECRET_KEYS)
+    return _SECRET_KEYS[0]
+
+
+_SECRET_KEYS: list[re.Pattern[str]] = []
 
 
 def _version() -> str:

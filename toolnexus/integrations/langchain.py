@@ -21,7 +21,9 @@ Approval. A call a rule marks `ask`, made inside a LangGraph run with a checkpoi
 `Command(resume=decision)` where the decision is `{"type": "approve"}`,
 `{"type": "reject", "message": ...}` or `{"type": "edit", "edited_action": {"name", "args"}}`
 (also accepted: `{"decisions": [decision]}`, and True / False). With several interrupts pending,
-resume with `{interrupt.id: decision}`. Anything else refuses the call (fail closed). Outside a
+resume with `{interrupt.id: decision}`. Anything else refuses the call (fail closed). The asking
+calls of one `toolnexus_tool_node` step reach their interrupts in the model's order, which is
+how LangGraph matches decisions to them. Outside a
 graph run, or without a checkpointer to resume from, the toolkit's own approver decides.
 
 Reload. `langchain_tools(toolkit)` is the tool list of now; `ToolnexusMiddleware` (for
