@@ -437,6 +437,35 @@ def test_a_reload_between_two_turns_shows_through(
     assert results["c3"].status == "error" and "napx" in results["c3"].content
 
 
+@MODES
+def test_a_reload_between_the_ask_and_the_resume_decides_by_the_new_rules(
+    own_toolkit: Toolkit, workspace: Path, http_url: str, mode: str
+) -> None:
+    """An approval given under the old rules does not run a call the new rules deny, and an
+    edit that a deny rule catches is denied: the executor decides again on what it runs."""
+    toolkit, target = own_toolkit, workspace / "made.txt"
+    agent, _ = agent_of(toolkit, [[call("make", "c1", path=str(target))], "done"])
+    assert "__interrupt__" in run(agent, ask("make"), "t", mode)
+    denying = manifest(http_url).replace(
+        "    approval: ask\n",
+        "    approval:\n      default: ask\n"
+        '      rules: [{decision: deny, when: {path: {glob: "**/made.txt"}}, reason: no}]\n',
+    )
+    (workspace / "tools.yaml").write_text(denying)
+    assert toolkit.reload().ok
+    state = run(agent, Command(resume={"type": "approve"}), "t", mode)
+    assert tool_messages(state)["c1"].status == "error" and not target.exists()
+    # The same rules catch an edit into a denied call after a fresh ask.
+    other = workspace / "other.txt"
+    agent, _ = agent_of(toolkit, [[call("make", "c2", path=str(other))], "done"])
+    assert "__interrupt__" in run(agent, ask("make"), "t2", mode)
+    edit = {"type": "edit", "edited_action": {"name": "make", "args": {"path": str(target)}}}
+    state = run(agent, Command(resume=edit), "t2", mode)
+    message = tool_messages(state)["c2"]
+    assert message.status == "error" and "no" in message.content
+    assert not target.exists() and not other.exists()
+
+
 def tool_node_graph(toolkit: Toolkit, model: ScriptedModel) -> Any:
     """agent -> tools -> agent, the tools node being `toolnexus_tool_node(toolkit)`."""
 
