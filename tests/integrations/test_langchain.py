@@ -487,21 +487,23 @@ def tool_node_graph(toolkit: Toolkit, model: ScriptedModel) -> Any:
 
 
 @MODES
+@pytest.mark.parametrize("slow", ["a.txt", "b.txt"])
 def test_two_asks_in_one_tool_node_step_never_swap_approvals(
-    toolkit: Toolkit, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+    toolkit: Toolkit, workspace: Path, mode: str, slow: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """LangGraph hands resume values to a node's interrupts by the order they are reached. The
     calls of one ToolNode step run at once (threads on the sync path), so without an order of
-    our own a slow first call let the second take the approval shown for the first."""
+    our own a slow first call let the second take the approval shown for the first (and a
+    slow second one must not be left waiting for the first)."""
     a, b = workspace / "a.txt", workspace / "b.txt"
     check = toolkit.check
 
-    def slow_for_a(name: str, arguments: Any = None) -> Any:
-        if isinstance(arguments, dict) and str(arguments.get("path", "")).endswith("a.txt"):
+    def slow_for_one(name: str, arguments: Any = None) -> Any:
+        if isinstance(arguments, dict) and str(arguments.get("path", "")).endswith(slow):
             time.sleep(0.3)
         return check(name, arguments)
 
-    monkeypatch.setattr(toolkit, "check", slow_for_a)
+    monkeypatch.setattr(toolkit, "check", slow_for_one)
     model = ScriptedModel(
         turns=[[call("make", "ca", path=str(a)), call("make", "cb", path=str(b))], "done"]
     )

@@ -41,6 +41,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -300,28 +301,22 @@ class _AskOrder:
     def __init__(self, toolkit: Toolkit) -> None:
         self.toolkit = toolkit
         self._lock = threading.Condition()
-        self._done: dict[int, set[str]] = {}  # by step: its asking calls that are through
-        self._users: dict[int, int] = {}  # by step: its asking calls not yet through
-        self._wakeups: dict[int, list[asyncio.Event]] = {}  # by step: async calls waiting
 
-    def _place(self, request: ToolCallRequest) -> tuple[int, list[str]] | None:
-        """The step's key and its asking calls up to this one, when this call asks and another
-        call before it in the step does too; else None (nothing to wait for)."""
-        calls, call_id = _STEP_CALLS.get(), request.tool_call.get("id")
-        if calls is None or call_id is None:
+    def _place(self, request: ToolCallRequest) -> tuple[_Step, str, list[str]] | None:
+        """The step, this call's id and the asking calls before it that it waits for (none
+        unless it asks too); None for a step of one call. Every call of a longer step says
+        when it is through, asking or not, so that a call whose verdict changed with a reload
+        since its neighbours looked cannot leave them waiting."""
+        step, call_id = _STEP.get(), request.tool_call.get("id")
+        if step is None or call_id is None or len(step.calls) < 2:
             return None
         asking = [
             c["id"]
-            for c in calls
+            for c in step.calls
             if c.get("id") and self.toolkit.check(c["name"], c.get("args")).decision is Decision.ASK
         ]
-        if call_id not in asking or len(asking) < 2:
-            return None
-        return id(calls), asking[: asking.index(call_id) + 1]
-
-    def _enter(self, key: int) -> set[str]:
-        self._users[key] = self._users.get(key, 0) + 1
-        return self._done.setdefault(key, set())
+        before = asking[: asking.index(call_id)] if call_id in asking else []
+        return step, call_id, before
 
     @contextlib.contextmanager
     def turn(self, request: ToolCallRequest) -> Iterator[None]:
@@ -329,14 +324,13 @@ class _AskOrder:
         if place is None:
             yield
             return
-        key, upto = place
+        step, call_id, before = place
         with self._lock:
-            done = self._enter(key)
-            self._lock.wait_for(lambda: done.issuperset(upto[:-1]))
+            self._lock.wait_for(lambda: step.done.issuperset(before))
         try:
             yield
         finally:
-            self._leave(key, upto[-1])
+            self._leave(step, call_id)
 
     @contextlib.asynccontextmanager
     async def aturn(self, request: ToolCallRequest) -> AsyncIterator[None]:
@@ -344,36 +338,41 @@ class _AskOrder:
         if place is None:
             yield
             return
-        key, upto = place
-        with self._lock:
-            done = self._enter(key)
+        step, call_id, before = place
         while True:  # the calls of an async step share one loop: an event each, no thread
             with self._lock:
-                if done.issuperset(upto[:-1]):
+                if step.done.issuperset(before):
                     break
                 wakeup = asyncio.Event()
-                self._wakeups.setdefault(key, []).append(wakeup)
+                step.wakeups.append(wakeup)
             await wakeup.wait()
         try:
             yield
         finally:
-            self._leave(key, upto[-1])
+            self._leave(step, call_id)
 
-    def _leave(self, key: int, call_id: str) -> None:
+    def _leave(self, step: _Step, call_id: str) -> None:
         with self._lock:
-            self._done[key].add(call_id)
-            for wakeup in self._wakeups.pop(key, []):
+            step.done.add(call_id)
+            wakeups, step.wakeups = step.wakeups, []
+            for wakeup in wakeups:
                 wakeup.set()
-            self._users[key] -= 1
-            if not self._users[key]:
-                del self._users[key], self._done[key]
             self._lock.notify_all()
 
 
-_STEP_CALLS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
-    "toolnexus_langchain_step_calls", default=None
+@dataclass(eq=False)
+class _Step:
+    """One run of a `ToolNode`: its calls (which run at once) and those that are through."""
+
+    calls: list[Any]
+    done: set[str] = field(default_factory=set)
+    wakeups: list[asyncio.Event] = field(default_factory=list)
+
+
+_STEP: contextvars.ContextVar[_Step | None] = contextvars.ContextVar(
+    "toolnexus_langchain_step", default=None
 )
-"""The tool calls of the `ToolNode` step being run (the calls its tasks see run at once)."""
+"""The `ToolNode` step being run, seen by its calls' threads and tasks."""
 
 
 class _ToolnexusToolNode(ToolNode):
@@ -381,7 +380,7 @@ class _ToolnexusToolNode(ToolNode):
 
     def _parse_input(self, input: Any) -> Any:
         tool_calls, input_type = super()._parse_input(input)
-        _STEP_CALLS.set(list(tool_calls))  # the calls' threads and tasks copy this context
+        _STEP.set(_Step(list(tool_calls)))  # the calls' threads and tasks copy this context
         return tool_calls, input_type
 
 
