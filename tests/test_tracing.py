@@ -784,3 +784,29 @@ def test_a_refused_sync_call_inside_a_span_leaves_no_unawaited_coroutine(
         toolkit.close()
     assert "called from the event loop that runs the toolkit" in result.content
     assert [str(w.message) for w in caught] == []
+
+
+def test_a_secret_argument_echoed_by_an_error_stays_out_of_the_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    """The error text is always recorded (span status): a value under a secret-looking key that
+    the tool echoes in its error is masked there, as `record_arguments` masks it."""
+    key = "sk-live-5e1f0a9b"
+
+    @tool
+    def login(user: str, api_key: str) -> str:
+        """Log in."""
+        raise ValueError(f"key {api_key} rejected for {user}")
+
+    toolkit = create_toolkit(extra_tools=[login], middleware=[trace(record_results=True)])
+    try:
+        result = toolkit.execute("login", {"user": "ada", "api_key": key})
+    finally:
+        toolkit.close()
+    assert key in result.content  # what the model reads is not the trace's business
+    (span,) = tool_spans(spans)
+    description = span.status.description or ""
+    assert "key *** rejected for ada" in description
+    attrs = {k: str(v) for k, v in (span.attributes or {}).items()}
+    assert key not in json.dumps(attrs)
+    assert "key *** rejected for ada" in attrs["gen_ai.tool.call.result"]

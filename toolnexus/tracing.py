@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
@@ -116,13 +117,14 @@ def trace(
         return traced(tracer, call, nxt)
 
     async def traced(tracer: otel_trace.Tracer, call: Call, nxt: Next) -> Result:
-        span = tracer.start_span(
-            f"execute_tool {call.name}",
-            kind=internal,
-            attributes=_start_attributes(call, mask_secrets),
-        )
-        if record_arguments and span.is_recording():
-            span.set_attribute("gen_ai.tool.call.arguments", _arguments_text(call, max_chars))
+        # Everything known before the call goes in at the start: the SDK takes a start
+        # span's attributes in one pass, each later `set_attribute` costs a lock and a check.
+        attributes = _start_attributes(call, mask_secrets)
+        if record_arguments:
+            attributes["gen_ai.tool.call.arguments"] = _arguments_text(
+                call, mask_secrets, max_chars
+            )
+        span = tracer.start_span(f"execute_tool {call.name}", kind=internal, attributes=attributes)
         token = attach(in_context(span))
         try:
             result = await nxt(call)
@@ -131,18 +133,21 @@ def trace(
             span.set_status(error_status, "the call was cancelled")
             raise
         else:
-            if span.is_recording():
-                span.set_attributes(
-                    _end_attributes(
-                        call,
-                        result,
-                        mask_secrets,
-                        record_results=record_results,
-                        max_chars=max_chars,
-                    )
+            if (result.is_error or record_results or result.metadata) and span.is_recording():
+                mask = _masker(call, mask_secrets) if result.is_error or record_results else None
+                ended = _end_attributes(
+                    result,
+                    attributes.get("toolnexus.sandbox.mechanism"),
+                    mask or mask_secrets,
+                    record_results=record_results,
+                    max_chars=max_chars,
                 )
+                if ended:
+                    span.set_attributes(ended)
                 if result.is_error:
-                    span.set_status(error_status, mask_secrets(result.content)[:max_chars])
+                    span.set_status(
+                        error_status, (mask or mask_secrets)(result.content)[:max_chars]
+                    )
             return result
         finally:
             detach(token)
@@ -175,28 +180,29 @@ def _start_attributes(call: Call, mask_secrets: Callable[[str], str]) -> dict[st
         attributes["toolnexus.approval.rule"] = mask_secrets(verdict.rule)
     if verdict.origin:
         attributes["toolnexus.approval.origin"] = verdict.origin
+    if call.allowed and tool.source != "mcp" and (tool.sandbox is None or tool.source == "http"):
+        # Runs in the toolkit's own process (an HTTP tool's host list is checked there too):
+        # known now. An MCP tool's server is confined per server, not per call (see its
+        # `status.sandbox`); a process-running tool's result says which sandbox ran it.
+        attributes["toolnexus.sandbox.mechanism"] = "none"
     return attributes
 
 
 def _end_attributes(
-    call: Call,
     result: Result,
+    mechanism: str | None,
     mask_secrets: Callable[[str], str],
     *,
     record_results: bool,
     max_chars: int,
 ) -> dict[str, Any]:
-    """What the result tells: the error type, the sandbox that ran it, the result if asked."""
+    """What the result tells and the start did not: the error type, the sandbox that ran it
+    (when it is not the `mechanism` already recorded), the result if asked."""
     attributes: dict[str, Any] = {}
     meta = result.metadata
-    mechanism = meta.get("mechanism")  # process-running tools say which sandbox ran them
-    tool = call.tool
-    if mechanism is None and call.allowed and (tool.sandbox is None or tool.source == "http"):
-        # Ran in the toolkit's own process (an HTTP tool's host list is checked there too).
-        # An MCP tool's server is confined per server, not per call: see its `status.sandbox`.
-        mechanism = None if tool.source == "mcp" else "none"
-    if mechanism is not None:
-        attributes["toolnexus.sandbox.mechanism"] = str(mechanism)
+    ran_in = meta.get("mechanism")  # process-running tools say which sandbox ran them
+    if ran_in is not None and str(ran_in) != mechanism:
+        attributes["toolnexus.sandbox.mechanism"] = str(ran_in)
     if meta.get("unconfined"):
         attributes["toolnexus.sandbox.unconfined"] = True
     if result.is_error:
@@ -206,11 +212,78 @@ def _end_attributes(
     return attributes
 
 
-def _arguments_text(call: Call, max_chars: int) -> str:
-    from .middleware import SECRET_KEYS, _masked, redact_arguments
+def _masker(call: Call, mask_secrets: Callable[[str], str]) -> Callable[[str], str]:
+    """`mask_secrets`, also masking the string values under the call's secret-looking argument
+    keys: a tool's error often echoes its arguments, and the error text is always recorded."""
+    secret_keys = _secret_keys()
+    found: set[str] = set()
 
-    redacted = _masked(redact_arguments(call.arguments, SECRET_KEYS))
-    return json.dumps(redacted, ensure_ascii=False, default=str)[:max_chars]
+    def collect(value: Any, secret: bool) -> None:
+        if isinstance(value, str):
+            if secret and len(value) >= _MIN_SECRET:
+                found.add(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                collect(item, secret or (isinstance(key, str) and bool(secret_keys.search(key))))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                collect(item, secret)
+
+    collect(call.arguments, False)
+    if not found:
+        return mask_secrets
+    values = sorted(found, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in values:
+            text = text.replace(value, "***")
+        return mask_secrets(text)
+
+    return mask
+
+
+_MIN_SECRET = 4
+"""Shorter secret-keyed values are not masked in free text: "abc" would mask every word
+holding it, and a value that short protects nothing."""
+
+
+def _arguments_text(call: Call, mask_secrets: Callable[[str], str], max_chars: int) -> str:
+    """The arguments as JSON, as the audit log writes them (`_masked(redact_arguments(...))`:
+    secret-keyed values `***`, `${VAR}` values masked), in one pass: this runs on every call."""
+    cleaned = _cleaned(call.arguments, mask_secrets, _secret_keys())
+    return json.dumps(cleaned, ensure_ascii=False, default=str)[:max_chars]
+
+
+def _cleaned(value: Any, mask: Callable[[str], str], secret: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return mask(value)
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict | Mapping):
+        return {
+            _cleaned(key, mask, secret): "***"
+            if isinstance(key, str) and secret.search(key)
+            else _cleaned(item, mask, secret)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_cleaned(item, mask, secret) for item in value]
+    return mask(str(value))
+
+
+_SCALARS = (bool, int, float)
+
+
+def _secret_keys() -> re.Pattern[str]:
+    """The audit log's secret-looking keys (imported late: `middleware` imports this module)."""
+    if not _SECRET_KEYS:
+        from .middleware import SECRET_KEYS
+
+        _SECRET_KEYS.append(SECRET_KEYS)
+    return _SECRET_KEYS[0]
+
+
+_SECRET_KEYS: list[re.Pattern[str]] = []
 
 
 def _version() -> str:

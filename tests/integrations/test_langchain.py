@@ -438,6 +438,90 @@ def test_a_reload_between_two_turns_shows_through(
 
 
 @MODES
+def test_a_reload_between_the_ask_and_the_resume_decides_by_the_new_rules(
+    own_toolkit: Toolkit, workspace: Path, http_url: str, mode: str
+) -> None:
+    """An approval given under the old rules does not run a call the new rules deny, and an
+    edit that a deny rule catches is denied: the executor decides again on what it runs."""
+    toolkit, target = own_toolkit, workspace / "made.txt"
+    agent, _ = agent_of(toolkit, [[call("make", "c1", path=str(target))], "done"])
+    assert "__interrupt__" in run(agent, ask("make"), "t", mode)
+    denying = manifest(http_url).replace(
+        "    approval: ask\n",
+        "    approval:\n      default: ask\n"
+        '      rules: [{decision: deny, when: {path: {glob: "**/made.txt"}}, reason: no}]\n',
+    )
+    (workspace / "tools.yaml").write_text(denying)
+    assert toolkit.reload().ok
+    state = run(agent, Command(resume={"type": "approve"}), "t", mode)
+    assert tool_messages(state)["c1"].status == "error" and not target.exists()
+    # The same rules catch an edit into a denied call after a fresh ask.
+    other = workspace / "other.txt"
+    agent, _ = agent_of(toolkit, [[call("make", "c2", path=str(other))], "done"])
+    assert "__interrupt__" in run(agent, ask("make"), "t2", mode)
+    edit = {"type": "edit", "edited_action": {"name": "make", "args": {"path": str(target)}}}
+    state = run(agent, Command(resume=edit), "t2", mode)
+    message = tool_messages(state)["c2"]
+    assert message.status == "error" and "no" in message.content
+    assert not target.exists() and not other.exists()
+
+
+def tool_node_graph(toolkit: Toolkit, model: ScriptedModel) -> Any:
+    """agent -> tools -> agent, the tools node being `toolnexus_tool_node(toolkit)`."""
+
+    def agent_node(state: MessagesState) -> dict[str, Any]:
+        bound = model.bind_tools(langchain_tools(toolkit))  # this turn's tools
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent_node)
+    graph.add_node("tools", toolnexus_tool_node(toolkit))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+@MODES
+@pytest.mark.parametrize("slow", ["a.txt", "b.txt"])
+def test_two_asks_in_one_tool_node_step_never_swap_approvals(
+    toolkit: Toolkit, workspace: Path, mode: str, slow: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph hands resume values to a node's interrupts by the order they are reached. The
+    calls of one ToolNode step run at once (threads on the sync path), so without an order of
+    our own a slow first call let the second take the approval shown for the first (and a
+    slow second one must not be left waiting for the first)."""
+    a, b = workspace / "a.txt", workspace / "b.txt"
+    check = toolkit.check
+
+    def slow_for_one(name: str, arguments: Any = None) -> Any:
+        if isinstance(arguments, dict) and str(arguments.get("path", "")).endswith(slow):
+            time.sleep(0.3)
+        return check(name, arguments)
+
+    monkeypatch.setattr(toolkit, "check", slow_for_one)
+    model = ScriptedModel(
+        turns=[[call("make", "ca", path=str(a)), call("make", "cb", path=str(b))], "done"]
+    )
+    app = tool_node_graph(toolkit, model)
+    state = run(app, ask("go"), "t", mode)
+    answered: dict[str, bool] = {}
+    while state.get("__interrupt__"):
+        (pending,) = state["__interrupt__"]
+        approve = pending.value["tool_call_id"] == "cb"  # approve b only, whatever comes first
+        answered[pending.value["tool_call_id"]] = approve
+        state = run(app, Command(resume={"type": "approve" if approve else "reject"}), "t", mode)
+    assert answered == {"ca": False, "cb": True}
+    results = tool_messages(state)
+    assert (results["ca"].status, results["cb"].status) == ("error", "success")
+    assert b.exists() and not a.exists()
+
+
+@MODES
 def test_a_hand_built_graph_with_the_tool_node(
     toolkit: Toolkit, workspace: Path, mode: str
 ) -> None:

@@ -21,7 +21,9 @@ Approval. A call a rule marks `ask`, made inside a LangGraph run with a checkpoi
 `Command(resume=decision)` where the decision is `{"type": "approve"}`,
 `{"type": "reject", "message": ...}` or `{"type": "edit", "edited_action": {"name", "args"}}`
 (also accepted: `{"decisions": [decision]}`, and True / False). With several interrupts pending,
-resume with `{interrupt.id: decision}`. Anything else refuses the call (fail closed). Outside a
+resume with `{interrupt.id: decision}`. Anything else refuses the call (fail closed). The asking
+calls of one `toolnexus_tool_node` step reach their interrupts in the model's order, which is
+how LangGraph matches decisions to them. Outside a
 graph run, or without a checkpointer to resume from, the toolkit's own approver decides.
 
 Reload. `langchain_tools(toolkit)` is the tool list of now; `ToolnexusMiddleware` (for
@@ -33,9 +35,13 @@ every model turn and tool call, so a reload shows through on the next turn.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -265,19 +271,117 @@ def toolnexus_tool_node(toolkit: Toolkit, **options: Any) -> ToolNode:
         options: passed to `ToolNode` (e.g. `name`, `messages_key`).
     """
     current = _CurrentTools(toolkit)
+    order = _AskOrder(toolkit)
 
     def wrap(
         request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
-        return handler(current.route(request))
+        with order.turn(request):
+            return handler(current.route(request))
 
     async def awrap(
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        return await handler(current.route(request))
+        async with order.aturn(request):
+            return await handler(current.route(request))
 
-    return ToolNode([], wrap_tool_call=wrap, awrap_tool_call=awrap, **options)
+    return _ToolnexusToolNode([], wrap_tool_call=wrap, awrap_tool_call=awrap, **options)
+
+
+class _AskOrder:
+    """The asking calls of one `ToolNode` step, run one after another in the model's order.
+
+    LangGraph hands a node's resume values to its interrupts in the order they are reached.
+    The calls of one step run at once (in threads on the sync path), so a slow call could
+    otherwise take the decision the reviewer made for another: an approval given for one call
+    would run a different one. Calls that do not ask run as before, at once.
+    """
+
+    def __init__(self, toolkit: Toolkit) -> None:
+        self.toolkit = toolkit
+        self._lock = threading.Condition()
+
+    def _place(self, request: ToolCallRequest) -> tuple[_Step, str, list[str]] | None:
+        """The step, this call's id and the asking calls before it that it waits for (none
+        unless it asks too); None for a step of one call. Every call of a longer step says
+        when it is through, asking or not, so that a call whose verdict changed with a reload
+        since its neighbours looked cannot leave them waiting."""
+        step, call_id = _STEP.get(), request.tool_call.get("id")
+        if step is None or call_id is None or len(step.calls) < 2:
+            return None
+        asking = [
+            c["id"]
+            for c in step.calls
+            if c.get("id") and self.toolkit.check(c["name"], c.get("args")).decision is Decision.ASK
+        ]
+        before = asking[: asking.index(call_id)] if call_id in asking else []
+        return step, call_id, before
+
+    @contextlib.contextmanager
+    def turn(self, request: ToolCallRequest) -> Iterator[None]:
+        place = self._place(request)
+        if place is None:
+            yield
+            return
+        step, call_id, before = place
+        with self._lock:
+            self._lock.wait_for(lambda: step.done.issuperset(before))
+        try:
+            yield
+        finally:
+            self._leave(step, call_id)
+
+    @contextlib.asynccontextmanager
+    async def aturn(self, request: ToolCallRequest) -> AsyncIterator[None]:
+        place = self._place(request)
+        if place is None:
+            yield
+            return
+        step, call_id, before = place
+        while True:  # the calls of an async step share one loop: an event each, no thread
+            with self._lock:
+                if step.done.issuperset(before):
+                    break
+                wakeup = asyncio.Event()
+                step.wakeups.append(wakeup)
+            await wakeup.wait()
+        try:
+            yield
+        finally:
+            self._leave(step, call_id)
+
+    def _leave(self, step: _Step, call_id: str) -> None:
+        with self._lock:
+            step.done.add(call_id)
+            wakeups, step.wakeups = step.wakeups, []
+            for wakeup in wakeups:
+                wakeup.set()
+            self._lock.notify_all()
+
+
+@dataclass(eq=False)
+class _Step:
+    """One run of a `ToolNode`: its calls (which run at once) and those that are through."""
+
+    calls: list[Any]
+    done: set[str] = field(default_factory=set)
+    wakeups: list[asyncio.Event] = field(default_factory=list)
+
+
+_STEP: contextvars.ContextVar[_Step | None] = contextvars.ContextVar(
+    "toolnexus_langchain_step", default=None
+)
+"""The `ToolNode` step being run, seen by its calls' threads and tasks."""
+
+
+class _ToolnexusToolNode(ToolNode):
+    """A `ToolNode` that tells its calls which calls share their step, for `_AskOrder`."""
+
+    def _parse_input(self, input: Any) -> Any:
+        tool_calls, input_type = super()._parse_input(input)
+        _STEP.set(_Step(list(tool_calls)))  # the calls' threads and tasks copy this context
+        return tool_calls, input_type
 
 
 # -- approval ------------------------------------------------------------------------------
