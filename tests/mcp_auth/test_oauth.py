@@ -359,3 +359,20 @@ def test_cli_login_and_logout(protected: Protected, token_file: Path, tmp_path: 
     assert json.loads(token_file.read_text()) == {}
     with create_toolkit(manifest) as toolkit:
         assert toolkit.status()["docs"]["login"] == "missing"
+
+
+def test_reload_retries_a_server_that_needed_a_login(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The manifest did not change, but the login did: a reload connects the server again
+    instead of keeping the failed session it started with."""
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.status()["docs"]["login"] == "missing"
+        _login(protected.url, browser)
+        toolkit.reload()
+        status = toolkit.status()["docs"]
+        assert status["state"] == "ready" and status["login"] is None, status
+        assert toolkit.execute("whoami", {}).content == "you are logged in"
+        toolkit.reload()  # a ready server is kept as it is, not connected again
+        assert toolkit.status()["docs"]["restarts"] == 0
+        assert protected.state()["counts"]["code"] == 1
