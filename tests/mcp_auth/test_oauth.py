@@ -25,7 +25,7 @@ from toolnexus.errors import SourceError
 from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
 from toolnexus.sources._mcp_login import login
 
-from .conftest import Protected, ScriptedBrowser
+from .conftest import Protected, ScriptedBrowser, _stop, start_protected
 
 ROOT = Path(__file__).parents[2]
 
@@ -376,3 +376,39 @@ def test_reload_retries_a_server_that_needed_a_login(
         toolkit.reload()  # a ready server is kept as it is, not connected again
         assert toolkit.status()["docs"]["restarts"] == 0
         assert protected.state()["counts"]["code"] == 1
+
+
+@pytest.mark.parametrize("how", ["refused early", "past its expiry"])
+def test_two_processes_one_refresh_token(
+    token_file: Path, browser: ScriptedBrowser, tmp_path: Path, how: str
+) -> None:
+    """Refresh tokens rotate: when one toolkit (another process) has refreshed, a second one
+    holding the old refresh token takes the new tokens from the file instead of spending the
+    dead refresh token and wiping its neighbour's good login."""
+    ttl = 3 if how == "past its expiry" else 3600
+    protected, proc = start_protected(access_ttl=ttl)
+    try:
+        _login(protected.url, browser)
+        logged_in = time.time()
+        store = TokenStore(token_file)
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        with (
+            create_toolkit(_manifest(tmp_path / "a", protected.url)) as first,
+            create_toolkit(_manifest(tmp_path / "b", protected.url)) as second,
+        ):
+            if how == "past its expiry":  # both hold a token they know has expired
+                time.sleep(max(0.0, logged_in + ttl + 0.5 - time.time()))
+            else:  # both hold a token the server ends early
+                protected.expire()
+            assert not first.execute("whoami", {}).is_error
+            result = second.execute("whoami", {})
+            assert not result.is_error, result.content
+            assert second.status()["docs"]["login"] is None
+        assert protected.state()["counts"]["refresh"] == 1  # the old refresh token unspent
+        record = store.get(protected.url)
+        assert record is not None and record.get("tokens") and not record.get("expired")
+        with create_toolkit(_manifest(tmp_path / "a", protected.url)) as third:
+            assert not third.execute("whoami", {}).is_error
+    finally:
+        _stop(proc)
