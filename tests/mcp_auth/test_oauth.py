@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from toolnexus import create_toolkit
@@ -412,3 +413,31 @@ def test_two_processes_one_refresh_token(
             assert not third.execute("whoami", {}).is_error
     finally:
         _stop(proc)
+
+
+class _ForgingBrowser(ScriptedBrowser):
+    """Another page on this machine reaches the loopback listener first, with a code and an
+    error of its own (login CSRF); then the user's real answer arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forged: list[int] = []
+
+    async def __call__(self, url: str) -> None:
+        query = parse_qs(urlsplit(url).query)
+        callback = query["redirect_uri"][0]
+        async with httpx.AsyncClient(timeout=10) as client:
+            for forged in ("code=x&state=guess", "error=access_denied", "code=x&state=%C3%A9"):
+                self.forged.append((await client.get(f"{callback}?{forged}")).status_code)
+        await super().__call__(url)
+
+
+def test_the_loopback_listener_ignores_answers_of_another_state(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    browser = _ForgingBrowser()
+    said = _login(protected.url, browser)
+    assert "logged in to 'docs'" in said
+    assert browser.forged == [400, 400, 400]
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.execute("whoami", {}).content == "you are logged in"

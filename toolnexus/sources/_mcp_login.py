@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import html
 import logging
+import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, urlsplit
@@ -77,6 +78,7 @@ async def login(
         store.update(url, change)
 
         async def send_user(authorization_url: str) -> None:
+            listener.expect(authorization_url)
             out.write(f"Open this URL to log in to '{server}':\n  {authorization_url}\n")
             out.flush()
             import webbrowser
@@ -175,6 +177,12 @@ class _Loopback:
         )
         self.port = 0
         self._server: asyncio.Server | None = None
+        self._state: str | None = None
+
+    def expect(self, authorization_url: str) -> None:
+        """Take answers only for this authorization request: any page in a browser on this
+        machine can reach the listener, and a planted code or error must not end the login."""
+        self._state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
 
     @property
     def redirect_uri(self) -> str:
@@ -209,6 +217,11 @@ class _Loopback:
                 await _reply(writer, 404, "Not found.")
                 return
             query = {k: v[0] for k, v in parse_qs(target.query).items()}
+            if self._state is not None and not secrets.compare_digest(
+                query.get("state", "").encode(), self._state.encode()
+            ):
+                await _reply(writer, 400, "This answer is not for the login toolnexus started.")
+                return
             if "error" in query:
                 said = query.get("error_description") or query["error"]
                 await _reply(writer, 400, f"The login was refused: {said}")
