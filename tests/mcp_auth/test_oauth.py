@@ -441,3 +441,36 @@ def test_the_loopback_listener_ignores_answers_of_another_state(
     assert browser.forged == [400, 400, 400]
     with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
         assert toolkit.execute("whoami", {}).content == "you are logged in"
+
+
+def test_an_abandoned_login_keeps_the_login_that_worked(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """`toolnexus login` again (for more scopes, say) that the user never finishes: the login
+    that worked before still works, for the agents running on it too."""
+    _login(protected.url, browser)
+    before = TokenStore(token_file).get(protected.url)
+
+    async def walk_away(url: str) -> None:
+        pass
+
+    with pytest.raises(SourceError, match="no answer from the browser"):
+        asyncio.run(
+            login(
+                "docs",
+                protected.url,
+                AuthSettings(grant="authorization_code"),
+                out=io.StringIO(),
+                open_browser=walk_away,
+                timeout=1,
+            )
+        )
+    assert TokenStore(token_file).get(protected.url) == before
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.execute("whoami", {}).content == "you are logged in"
+    # A finished second login replaces the tokens, and keeps the client registration.
+    _login(protected.url, browser)
+    after = TokenStore(token_file).get(protected.url)
+    assert after is not None and before is not None
+    assert after["tokens"]["access_token"] != before["tokens"]["access_token"]
+    assert protected.state()["counts"]["register"] == 1

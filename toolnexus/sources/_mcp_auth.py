@@ -440,6 +440,14 @@ def _user_login_class() -> type[Any]:
             await super()._initialize()
             record = self._storage.record()
             context = self.context
+            if self._browser is not None:
+                # `toolnexus login`: a fresh authorization whatever is stored (which stays until
+                # the new tokens replace it), by a client registered for this redirect.
+                context.current_tokens = None
+                client = context.client_info
+                uris = [str(uri) for uri in (client.redirect_uris or [])] if client else []
+                if self._browser.redirect_uri not in uris:
+                    context.client_info = None
             if context.current_tokens is not None:
                 # The SDK keeps the expiry only for tokens it obtained in this process.
                 expires_at = record.get("expires_at")

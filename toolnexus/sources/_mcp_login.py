@@ -50,8 +50,8 @@ async def login(
 
     The authorization page is opened with `open_browser` (the system browser by default) and
     its URL is always printed to `out`; the answer comes back to a listener on 127.0.0.1.
-    Earlier tokens of the server are dropped first, so the login is fresh; its client
-    registration is kept while its redirect port can be had again.
+    The login is fresh whatever is stored, and replaces the stored one only when it succeeds;
+    the client registration is kept while its redirect port can be had again.
 
     Returns:
         What was done, in words (for the command line).
@@ -66,16 +66,9 @@ async def login(
     record = storage.record()
     wanted_port = _registered_port(record.get("client"))
     async with _Loopback.open(wanted_port) as listener:
-        if wanted_port is not None and listener.port != wanted_port:
-            record.pop("client", None)  # registered for another port: register again
-
-        def change(saved: dict[str, Any]) -> None:
-            for key in ("tokens", "expires_at", "expired"):
-                saved.pop(key, None)
-            if "client" not in record:
-                saved.pop("client", None)
-
-        store.update(url, change)
+        # Nothing stored is dropped here: the provider ignores the stored tokens (and a client
+        # registered for another port) and the new login replaces them only once it has
+        # succeeded, so an abandoned login leaves the one that worked.
 
         async def send_user(authorization_url: str) -> None:
             listener.expect(authorization_url)
@@ -112,7 +105,8 @@ async def login(
             on_problem=lambda problem: None,
         )
         tools = await _handshake(server, url, auth)
-    granted = (await storage.get_tokens()) if storage.record().get("tokens") else None
+    saved = storage.record().get("tokens")
+    granted = (await storage.get_tokens()) if saved and saved != record.get("tokens") else None
     if granted is None:
         raise SourceError(f"the login to '{server}' finished without tokens")
     scopes = f" (scopes: {granted.scope})" if granted.scope else ""
