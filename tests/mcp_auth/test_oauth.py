@@ -314,6 +314,26 @@ def test_doctor_reports_the_server_that_needs_a_login(
     assert "login missing" in line and "run `toolnexus login docs`" in line
 
 
+
+def test_doctor_counts_only_logins_that_hold_tokens(
+    protected: Protected,
+    token_file: Path,
+    browser: ScriptedBrowser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _login(protected.url, browser)
+    manifest = _manifest(tmp_path, protected.url)
+    assert cli_main(["doctor", str(manifest)]) == 0
+    assert f"tokens      {token_file} (1 login)" in capsys.readouterr().out
+    protected.revoke()  # the refresh token dies too: the record keeps no tokens
+    with create_toolkit(manifest) as toolkit:
+        assert toolkit.status()["docs"]["login"] == "expired"
+    assert cli_main(["doctor", str(manifest)]) == 1
+    out = capsys.readouterr().out
+    assert f"tokens      {token_file} (0 logins, 1 expired)" in out
+    assert "login expired" in out
+
 BROWSER_SCRIPT = """
 import sys, httpx
 answer = httpx.get(sys.argv[1], follow_redirects=True, timeout=10)
