@@ -314,7 +314,6 @@ def test_doctor_reports_the_server_that_needs_a_login(
     assert "login missing" in line and "run `toolnexus login docs`" in line
 
 
-
 def test_doctor_counts_only_logins_that_hold_tokens(
     protected: Protected,
     token_file: Path,
@@ -333,6 +332,7 @@ def test_doctor_counts_only_logins_that_hold_tokens(
     out = capsys.readouterr().out
     assert f"tokens      {token_file} (0 logins, 1 expired)" in out
     assert "login expired" in out
+
 
 BROWSER_SCRIPT = """
 import sys, httpx
