@@ -494,3 +494,23 @@ def test_an_abandoned_login_keeps_the_login_that_worked(
     assert after is not None and before is not None
     assert after["tokens"]["access_token"] != before["tokens"]["access_token"]
     assert protected.state()["counts"]["register"] == 1
+
+
+def test_an_unreachable_token_endpoint_is_named_not_the_server(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The MCP server is up; the authorization server's token endpoint is not. The reason
+    names the endpoint that could not be reached, not the healthy MCP server."""
+    from ..conftest import free_port
+
+    _login(protected.url, browser)
+    dead = f"http://127.0.0.1:{free_port()}/token"
+
+    def break_it(record: dict[str, object]) -> None:
+        record["server_metadata"]["token_endpoint"] = dead  # type: ignore[index]
+        record["expires_at"] = time.time() - 5  # a refresh comes first
+
+    TokenStore(token_file).update(protected.url, break_it)
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        reason = toolkit.status()["docs"]["reason"]
+    assert f"cannot reach {dead}" in reason and "OAuth for 'docs'" in reason, reason
