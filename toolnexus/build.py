@@ -549,7 +549,7 @@ async def _build_servers(
     handlers: McpHandlers | None = None,
     roots: Sequence[Path] = (),
 ) -> list[Tool]:
-    from .sources.mcp import McpServer, McpServerSpec, connect_all
+    from .sources.mcp import McpServer, McpServerSpec, McpServerState, connect_all
 
     old: dict[Any, McpServer] = previous.carry.get("mcp", {}) if previous is not None else {}
     for decl in decls:
@@ -580,6 +580,10 @@ async def _build_servers(
         key = (spec, repr(sandbox))
         server_decls[key] = decl
         server = old.get(key)
+        if server is not None and server.status.state is McpServerState.FAILED:
+            # Its spec is unchanged but what stopped it may not be (a login made since, a
+            # server back up): a failed server is connected afresh, not carried over.
+            server = None
         if server is not None:
             adopted.add(key)
         else:

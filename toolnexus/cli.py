@@ -434,7 +434,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from ._tokens import TokenStore
 
     store = TokenStore()
-    logins = _plural(len(store.servers()), "login")
+    records = [store.get(url) or {} for url in store.servers()]
+    logins = _plural(sum(1 for r in records if r.get("tokens")), "login")
+    if expired := sum(1 for r in records if r.get("expired") and not r.get("tokens")):
+        logins += f", {expired} expired"  # refresh refused: `toolnexus login` again
     out.write(f"tokens      {store.path} ({logins})\n")
     rg = _ripgrep()
     fallback = "grep/glob use the pure-Python fallback; pip install 'toolnexus[builtin]'"

@@ -176,6 +176,30 @@ def test_store_survives_concurrent_writers_and_a_damaged_file(tmp_path: Path) ->
     assert os.stat(store.path).st_mode & 0o077 == 0
 
 
+def test_a_refused_refresh_keeps_tokens_another_process_saved(tmp_path: Path) -> None:
+    """The refresh token this process held was refused because another process refreshed in
+    between (refresh tokens rotate): the file's newer tokens are kept and handed back, and only
+    a login whose stored tokens are the refused ones is marked expired."""
+    from mcp.shared.auth import OAuthToken
+
+    from toolnexus.sources._mcp_auth import _StoredLogin
+
+    store = TokenStore(tmp_path / "tokens.json")
+    login = _StoredLogin(store, URL)
+    held = OAuthToken(access_token="a1", refresh_token="r1")
+    newer = {"access_token": "a2", "refresh_token": "r2", "token_type": "Bearer"}
+    store.update(URL, lambda r: r.update(tokens=newer, expires_at=123.0))
+    assert login.newer(held) == {"tokens": newer, "expires_at": 123.0}
+    found = login.refresh_refused(held)
+    assert found is not None and found["tokens"] == newer
+    assert store.get(URL) == {"tokens": newer, "expires_at": 123.0}  # not wiped
+
+    same = OAuthToken(access_token="a2", refresh_token="r2")
+    assert login.newer(same) is None
+    assert login.refresh_refused(same) is None
+    assert store.get(URL) == {"tokens": None, "expires_at": 123.0, "expired": True}
+
+
 def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("#### Authorization (OAuth)") :]

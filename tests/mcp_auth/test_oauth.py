@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from toolnexus import create_toolkit
@@ -25,7 +26,7 @@ from toolnexus.errors import SourceError
 from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
 from toolnexus.sources._mcp_login import login
 
-from .conftest import Protected, ScriptedBrowser
+from .conftest import Protected, ScriptedBrowser, _stop, start_protected
 
 ROOT = Path(__file__).parents[2]
 
@@ -313,6 +314,26 @@ def test_doctor_reports_the_server_that_needs_a_login(
     assert "login missing" in line and "run `toolnexus login docs`" in line
 
 
+def test_doctor_counts_only_logins_that_hold_tokens(
+    protected: Protected,
+    token_file: Path,
+    browser: ScriptedBrowser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _login(protected.url, browser)
+    manifest = _manifest(tmp_path, protected.url)
+    assert cli_main(["doctor", str(manifest)]) == 0
+    assert f"tokens      {token_file} (1 login)" in capsys.readouterr().out
+    protected.revoke()  # the refresh token dies too: the record keeps no tokens
+    with create_toolkit(manifest) as toolkit:
+        assert toolkit.status()["docs"]["login"] == "expired"
+    assert cli_main(["doctor", str(manifest)]) == 1
+    out = capsys.readouterr().out
+    assert f"tokens      {token_file} (0 logins, 1 expired)" in out
+    assert "login expired" in out
+
+
 BROWSER_SCRIPT = """
 import sys, httpx
 answer = httpx.get(sys.argv[1], follow_redirects=True, timeout=10)
@@ -359,3 +380,137 @@ def test_cli_login_and_logout(protected: Protected, token_file: Path, tmp_path: 
     assert json.loads(token_file.read_text()) == {}
     with create_toolkit(manifest) as toolkit:
         assert toolkit.status()["docs"]["login"] == "missing"
+
+
+def test_reload_retries_a_server_that_needed_a_login(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The manifest did not change, but the login did: a reload connects the server again
+    instead of keeping the failed session it started with."""
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.status()["docs"]["login"] == "missing"
+        _login(protected.url, browser)
+        toolkit.reload()
+        status = toolkit.status()["docs"]
+        assert status["state"] == "ready" and status["login"] is None, status
+        assert toolkit.execute("whoami", {}).content == "you are logged in"
+        toolkit.reload()  # a ready server is kept as it is, not connected again
+        assert toolkit.status()["docs"]["restarts"] == 0
+        assert protected.state()["counts"]["code"] == 1
+
+
+@pytest.mark.parametrize("how", ["refused early", "past its expiry"])
+def test_two_processes_one_refresh_token(
+    token_file: Path, browser: ScriptedBrowser, tmp_path: Path, how: str
+) -> None:
+    """Refresh tokens rotate: when one toolkit (another process) has refreshed, a second one
+    holding the old refresh token takes the new tokens from the file instead of spending the
+    dead refresh token and wiping its neighbour's good login."""
+    ttl = 3 if how == "past its expiry" else 3600
+    protected, proc = start_protected(access_ttl=ttl)
+    try:
+        _login(protected.url, browser)
+        logged_in = time.time()
+        store = TokenStore(token_file)
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        with (
+            create_toolkit(_manifest(tmp_path / "a", protected.url)) as first,
+            create_toolkit(_manifest(tmp_path / "b", protected.url)) as second,
+        ):
+            if how == "past its expiry":  # both hold a token they know has expired
+                time.sleep(max(0.0, logged_in + ttl + 0.5 - time.time()))
+            else:  # both hold a token the server ends early
+                protected.expire()
+            assert not first.execute("whoami", {}).is_error
+            result = second.execute("whoami", {})
+            assert not result.is_error, result.content
+            assert second.status()["docs"]["login"] is None
+        assert protected.state()["counts"]["refresh"] == 1  # the old refresh token unspent
+        record = store.get(protected.url)
+        assert record is not None and record.get("tokens") and not record.get("expired")
+        with create_toolkit(_manifest(tmp_path / "a", protected.url)) as third:
+            assert not third.execute("whoami", {}).is_error
+    finally:
+        _stop(proc)
+
+
+class _ForgingBrowser(ScriptedBrowser):
+    """Another page on this machine reaches the loopback listener first, with a code and an
+    error of its own (login CSRF); then the user's real answer arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forged: list[int] = []
+
+    async def __call__(self, url: str) -> None:
+        query = parse_qs(urlsplit(url).query)
+        callback = query["redirect_uri"][0]
+        async with httpx.AsyncClient(timeout=10) as client:
+            for forged in ("code=x&state=guess", "error=access_denied", "code=x&state=%C3%A9"):
+                self.forged.append((await client.get(f"{callback}?{forged}")).status_code)
+        await super().__call__(url)
+
+
+def test_the_loopback_listener_ignores_answers_of_another_state(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    browser = _ForgingBrowser()
+    said = _login(protected.url, browser)
+    assert "logged in to 'docs'" in said
+    assert browser.forged == [400, 400, 400]
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.execute("whoami", {}).content == "you are logged in"
+
+
+def test_an_abandoned_login_keeps_the_login_that_worked(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """`toolnexus login` again (for more scopes, say) that the user never finishes: the login
+    that worked before still works, for the agents running on it too."""
+    _login(protected.url, browser)
+    before = TokenStore(token_file).get(protected.url)
+
+    async def walk_away(url: str) -> None:
+        pass
+
+    with pytest.raises(SourceError, match="no answer from the browser"):
+        asyncio.run(
+            login(
+                "docs",
+                protected.url,
+                AuthSettings(grant="authorization_code"),
+                out=io.StringIO(),
+                open_browser=walk_away,
+                timeout=1,
+            )
+        )
+    assert TokenStore(token_file).get(protected.url) == before
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        assert toolkit.execute("whoami", {}).content == "you are logged in"
+    # A finished second login replaces the tokens, and keeps the client registration.
+    _login(protected.url, browser)
+    after = TokenStore(token_file).get(protected.url)
+    assert after is not None and before is not None
+    assert after["tokens"]["access_token"] != before["tokens"]["access_token"]
+    assert protected.state()["counts"]["register"] == 1
+
+
+def test_an_unreachable_token_endpoint_is_named_not_the_server(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    """The MCP server is up; the authorization server's token endpoint is not. The reason
+    names the endpoint that could not be reached, not the healthy MCP server."""
+    from ..conftest import free_port
+
+    _login(protected.url, browser)
+    dead = f"http://127.0.0.1:{free_port()}/token"
+
+    def break_it(record: dict[str, object]) -> None:
+        record["server_metadata"]["token_endpoint"] = dead  # type: ignore[index]
+        record["expires_at"] = time.time() - 5  # a refresh comes first
+
+    TokenStore(token_file).update(protected.url, break_it)
+    with create_toolkit(_manifest(tmp_path, protected.url)) as toolkit:
+        reason = toolkit.status()["docs"]["reason"]
+    assert f"cannot reach {dead}" in reason and "OAuth for 'docs'" in reason, reason

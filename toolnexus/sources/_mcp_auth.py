@@ -322,6 +322,39 @@ class _StoredLogin:
     def mark(self, **values: Any) -> None:
         self.store.update(self.url, lambda record: record.update(values))
 
+    def newer(self, held: OAuthToken | None) -> dict[str, Any] | None:
+        """The record, when its tokens are not those `held`: another process (a running
+        toolkit, `toolnexus login`) has refreshed or logged in since they were read."""
+        record = self.record()
+        return record if _other_tokens(record, held) else None
+
+    def refresh_refused(self, held: OAuthToken | None) -> dict[str, Any] | None:
+        """The refresh of `held` was refused: mark the login expired, unless the file holds
+        newer tokens by now (refresh tokens rotate, so another process's refresh kills the one
+        this process holds); then leave them and return the record."""
+        found: dict[str, Any] = {}
+
+        def change(record: dict[str, Any]) -> None:
+            if _other_tokens(record, held):
+                found.update(record)
+            else:
+                record.update(expired=True, tokens=None)
+
+        self.store.update(self.url, change)
+        return found or None
+
+
+def _other_tokens(record: Mapping[str, Any], held: OAuthToken | None) -> bool:
+    raw = record.get("tokens")
+    if not isinstance(raw, Mapping) or not raw.get("access_token"):
+        return False
+    if held is None:
+        return True
+    return (raw.get("access_token"), raw.get("refresh_token")) != (
+        held.access_token,
+        held.refresh_token,
+    )
+
 
 class _MemoryLogin:
     """`TokenStorage` in memory: client-credentials tokens are re-obtained with one request
@@ -407,6 +440,14 @@ def _user_login_class() -> type[Any]:
             await super()._initialize()
             record = self._storage.record()
             context = self.context
+            if self._browser is not None:
+                # `toolnexus login`: a fresh authorization whatever is stored (which stays until
+                # the new tokens replace it), by a client registered for this redirect.
+                context.current_tokens = None
+                client = context.client_info
+                uris = [str(uri) for uri in (client.redirect_uris or [])] if client else []
+                if self._browser.redirect_uri not in uris:
+                    context.client_info = None
             if context.current_tokens is not None:
                 # The SDK keeps the expiry only for tokens it obtained in this process.
                 expires_at = record.get("expires_at")
@@ -448,9 +489,15 @@ def _user_login_class() -> type[Any]:
                 response = yield request
                 if _challenge(response, extract_field_from_www_auth) is None:
                     return
+            if self._initialized and not self.context.is_token_valid():
+                # About to refresh: another process may have done it already, and spending
+                # the refresh token it replaced would fail (and, with reuse detection, end
+                # the login for both).
+                self._adopt(self._storage.newer(self.context.current_tokens))
             flow = super()._auth_flow(request)
             refresh_failed = False
             retried = False
+            adopted = False
             try:
                 outgoing = await flow.__anext__()
                 while True:
@@ -463,12 +510,17 @@ def _user_login_class() -> type[Any]:
                                 self._metadata_saved = True
                                 self._storage.save_metadata(self.context)
                         elif self._browser is None:
-                            if challenge == 401 and not retried and self._can_refresh():
-                                # Refused before its known expiry (revoked, clock skew):
-                                # one refresh, then the request again.
+                            newer = None
+                            if challenge == 401 and not retried:
+                                newer = self._storage.newer(self.context.current_tokens)
+                            if challenge == 401 and not retried and (newer or self._can_refresh()):
+                                # Refused before its known expiry (revoked, clock skew, or
+                                # refreshed by another process): the stored tokens, else one
+                                # refresh, then the request again.
                                 retried = True
                                 await flow.aclose()
-                                self.context.token_expiry_time = 1.0  # long past (0 means "never")
+                                if not self._adopt(newer):
+                                    self.context.token_expiry_time = 1.0  # long past (0: never)
                                 flow = super()._auth_flow(request)
                                 outgoing = await flow.__anext__()
                                 continue
@@ -477,12 +529,30 @@ def _user_login_class() -> type[Any]:
                     elif _is_refresh(outgoing):
                         refresh_failed = response.status_code != 200
                         if refresh_failed:
-                            self._storage.mark(expired=True, tokens=None)
+                            newer = self._storage.refresh_refused(self.context.current_tokens)
+                            if newer is not None and not adopted:
+                                adopted = True  # once: a file that keeps changing cannot loop
+                                await flow.aclose()
+                                self._adopt(newer)
+                                flow = super()._auth_flow(request)
+                                outgoing = await flow.__anext__()
+                                continue
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 return
             finally:
                 await flow.aclose()
+
+        def _adopt(self, record: Mapping[str, Any] | None) -> bool:
+            """Use the tokens of a record `newer` found; False when there are none."""
+            if record is None:
+                return False
+            from mcp.shared.auth import OAuthToken
+
+            self.context.current_tokens = OAuthToken.model_validate(record["tokens"])
+            expires_at = record.get("expires_at")
+            self.context.token_expiry_time = float(expires_at) if expires_at else None
+            return True
 
         def _can_refresh(self) -> bool:
             tokens = self.context.current_tokens

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import html
 import logging
+import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, urlsplit
@@ -49,8 +50,8 @@ async def login(
 
     The authorization page is opened with `open_browser` (the system browser by default) and
     its URL is always printed to `out`; the answer comes back to a listener on 127.0.0.1.
-    Earlier tokens of the server are dropped first, so the login is fresh; its client
-    registration is kept while its redirect port can be had again.
+    The login is fresh whatever is stored, and replaces the stored one only when it succeeds;
+    the client registration is kept while its redirect port can be had again.
 
     Returns:
         What was done, in words (for the command line).
@@ -65,18 +66,12 @@ async def login(
     record = storage.record()
     wanted_port = _registered_port(record.get("client"))
     async with _Loopback.open(wanted_port) as listener:
-        if wanted_port is not None and listener.port != wanted_port:
-            record.pop("client", None)  # registered for another port: register again
-
-        def change(saved: dict[str, Any]) -> None:
-            for key in ("tokens", "expires_at", "expired"):
-                saved.pop(key, None)
-            if "client" not in record:
-                saved.pop("client", None)
-
-        store.update(url, change)
+        # Nothing stored is dropped here: the provider ignores the stored tokens (and a client
+        # registered for another port) and the new login replaces them only once it has
+        # succeeded, so an abandoned login leaves the one that worked.
 
         async def send_user(authorization_url: str) -> None:
+            listener.expect(authorization_url)
             out.write(f"Open this URL to log in to '{server}':\n  {authorization_url}\n")
             out.flush()
             import webbrowser
@@ -110,7 +105,8 @@ async def login(
             on_problem=lambda problem: None,
         )
         tools = await _handshake(server, url, auth)
-    granted = (await storage.get_tokens()) if storage.record().get("tokens") else None
+    saved = storage.record().get("tokens")
+    granted = (await storage.get_tokens()) if saved and saved != record.get("tokens") else None
     if granted is None:
         raise SourceError(f"the login to '{server}' finished without tokens")
     scopes = f" (scopes: {granted.scope})" if granted.scope else ""
@@ -175,6 +171,12 @@ class _Loopback:
         )
         self.port = 0
         self._server: asyncio.Server | None = None
+        self._state: str | None = None
+
+    def expect(self, authorization_url: str) -> None:
+        """Take answers only for this authorization request: any page in a browser on this
+        machine can reach the listener, and a planted code or error must not end the login."""
+        self._state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
 
     @property
     def redirect_uri(self) -> str:
@@ -209,6 +211,11 @@ class _Loopback:
                 await _reply(writer, 404, "Not found.")
                 return
             query = {k: v[0] for k, v in parse_qs(target.query).items()}
+            if self._state is not None and not secrets.compare_digest(
+                query.get("state", "").encode(), self._state.encode()
+            ):
+                await _reply(writer, 400, "This answer is not for the login toolnexus started.")
+                return
             if "error" in query:
                 said = query.get("error_description") or query["error"]
                 await _reply(writer, 400, f"The login was refused: {said}")

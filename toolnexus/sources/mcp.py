@@ -968,7 +968,13 @@ class McpServer:
                 return "the server exited during start-up" + tail
             return f"the server at {_redact_url(self.spec.url or '')} closed the connection"
         if isinstance(exc, httpx2.HTTPError):
-            return f"cannot reach {_redact_url(self.spec.url or '')}: {exc}"
+            target = self.spec.url or ""
+            with suppress(RuntimeError):  # an error raised without its request
+                target = str(exc.request.url)
+            # The request that failed may be the OAuth flow's own (metadata, token endpoint).
+            via_oauth = self.spec.auth is not None and target != self.spec.url
+            note = f" (OAuth for '{self.spec.name}')" if via_oauth else ""
+            return f"cannot reach {_redact_url(target)}{note}: {exc}"
         if exc is None:
             return "the connection ended before the handshake finished" + tail
         if self.spec.auth is not None and (
