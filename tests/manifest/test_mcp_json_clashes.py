@@ -188,3 +188,28 @@ def test_names_are_worked_out_afresh_when_a_servers_tools_change() -> None:
     assert "aliases" not in without_b[0].meta
     # A server not from an mcpServers file is never renamed: the clash is left to the registry.
     assert [t.name for t in namespace_clashes(tools, {"a"})] == ["mcp__a__echo", "echo", "solo"]
+
+
+def test_servers_whose_names_sanitize_alike_still_load_with_distinct_names(
+    tmp_path: Path,
+) -> None:
+    script = write_server(tmp_path)
+    path = tmp_path / ".mcp.json"
+    servers = {"my.srv": entry(script, "dot"), "my_srv": entry(script, "underscore")}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    with create_toolkit(path) as tk:
+        echoes = [n for n in tk.names() if "echo" in n]
+        assert len(echoes) == 2 and all(n.startswith("mcp__my_srv__echo_") for n in echoes)
+        assert all(len(n) <= 64 and is_valid_name(n) for n in echoes)
+        answers = {tk.execute(n, {"text": "hi"}).content for n in echoes}
+    assert answers == {"dot: hi", "underscore: hi"}
+
+
+def test_a_namespaced_name_never_takes_the_name_of_another_tool() -> None:
+    tools = [_mcp_tool("echo", "a"), _mcp_tool("echo", "b"), _mcp_tool("mcp__a__echo", "c")]
+    names = [t.name for t in namespace_clashes(tools, {"a", "b", "c"})]
+    assert len(set(names)) == 3
+    assert names[1:] == ["mcp__b__echo", "mcp__a__echo"]  # the tool that had the name keeps it
+    assert names[0].startswith("mcp__a__echo_") and len(names[0]) == len("mcp__a__echo_") + 8
+    again = [t.name for t in namespace_clashes(namespace_clashes(tools, {"a", "b", "c"}), {"a"})]
+    assert again[0] == names[0]
