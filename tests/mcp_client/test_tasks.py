@@ -94,3 +94,15 @@ async def test_with_reset_timeout_on_progress_a_working_task_keeps_its_call_aliv
         # polled every 50 ms, each answer "working" restarts the 0.5 s window
         result = await tk.aexecute("crunch", {"seconds": 1.5})
     assert not result.is_error and result.content == "crunched for 1.5 s"
+
+
+async def test_the_timeout_bounds_the_whole_task_its_creation_included(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    async with await acreate_toolkit(manifest(t=entry(log, "--slow-create", timeout=2))) as tk:
+        start = time.monotonic()
+        result = await tk.aexecute("crunch", {"seconds": 30})
+        took = time.monotonic() - start
+        await wait_for(log, "cancelled")
+    assert result.is_error and result.metadata["error_type"] == "ToolTimeout"
+    # 1.6 s to create the task, then polling: the 2 s are for both (it used to be 3.6 s)
+    assert took < 3.0, took

@@ -85,6 +85,7 @@ async def call_as_task(
     from mcp_types import CallToolResult
 
     session = client.session
+    deadline = None if timeout is None else anyio.current_time() + timeout
     created = await _request(
         session,
         "tools/call",
@@ -97,7 +98,9 @@ async def call_as_task(
     task: dict[str, Any] = created["task"]
     task_id = str(task.get("taskId"))
     try:
-        with anyio.fail_after(timeout) if timeout is not None else _no_limit():
+        # The time the creation took counts: `timeout` bounds the whole task.
+        left = None if deadline is None else max(0.0, deadline - anyio.current_time())
+        with anyio.fail_after(left):
             while task.get("status") == "working":
                 await anyio.sleep(_poll_seconds(task))
                 task = await _request(session, "tasks/get", {"taskId": task_id})
@@ -114,14 +117,6 @@ async def call_as_task(
             await _cancel(session, task_id)
         raise
     return CallToolResult.model_validate(payload, by_name=False)
-
-
-class _no_limit:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
 
 
 def _poll_seconds(task: dict[str, Any]) -> float:
