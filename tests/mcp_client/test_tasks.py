@@ -106,3 +106,20 @@ async def test_the_timeout_bounds_the_whole_task_its_creation_included(tmp_path:
     assert result.is_error and result.metadata["error_type"] == "ToolTimeout"
     # 1.6 s to create the task, then polling: the 2 s are for both (it used to be 3.6 s)
     assert took < 3.0, took
+
+
+async def test_an_sdk_without_the_private_parts_tasks_use_fails_the_call_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    """The tasks path uses the SDK's private `_stamp`/`_dispatcher` (no public raw request):
+    a release that renames them must fail the call saying so."""
+    log = tmp_path / "server.log"
+    async with await acreate_toolkit(manifest(t=entry(log))) as tk:
+        assert tk._generation is not None
+        (server,) = tk._generation.carry["mcp"].values()
+        session = server._conn.client.session
+        del session._stamp  # an instance attribute, set at the handshake
+        result = await tk.aexecute("crunch", {"seconds": 0.1})
+    assert result.is_error
+    assert "installed mcp SDK" in result.content and "_stamp" in result.content
+    assert "AttributeError" not in result.content

@@ -149,10 +149,26 @@ async def _request(
     """A raw request on the session, stamped (protocol headers) as the SDK stamps its own."""
     data: dict[str, Any] = {"method": method, "params": params}
     opts: Any = {}
-    session._stamp(data, opts)  # the SDK offers no public raw request
+    # The SDK offers no public raw request: these are its private parts, checked so that a
+    # release that renames them fails the call with a reason, not an AttributeError.
+    stamp = getattr(session, "_stamp", None)
+    send: Any = getattr(getattr(session, "_dispatcher", None), "send_raw_request", None)
+    if not callable(stamp) or not callable(send):
+        raise ToolError(_sdk_changed())
+    stamp(data, opts)
     if timeout is not None:
         opts["timeout"] = timeout
     if progress is not None:
         opts["on_progress"] = progress
-    dispatcher = session._dispatcher
-    return await dispatcher.send_raw_request(method, data["params"], opts)
+    return await send(method, data["params"], opts)
+
+
+def _sdk_changed() -> str:
+    from importlib.metadata import version
+
+    return (
+        f"this tool must run as an MCP task, and the installed mcp SDK ({version('mcp')}) no "
+        "longer has the private parts toolnexus sends task requests with "
+        "(ClientSession._stamp, ._dispatcher.send_raw_request); install the mcp version "
+        "toolnexus was released with"
+    )
