@@ -151,9 +151,9 @@ async def _request(
     opts: Any = {}
     # The SDK offers no public raw request: these are its private parts, checked so that a
     # release that renames them fails the call with a reason, not an AttributeError.
-    stamp = getattr(session, "_stamp", None)
+    stamp: Any = getattr(session, "_stamp", None)
     send: Any = getattr(getattr(session, "_dispatcher", None), "send_raw_request", None)
-    if not callable(stamp) or not callable(send):
+    if stamp is None or send is None:
         raise ToolError(_sdk_changed())
     stamp(data, opts)
     if timeout is not None:
