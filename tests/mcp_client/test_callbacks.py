@@ -353,3 +353,24 @@ async def test_a_slow_progress_callback_still_gets_every_report_in_order() -> No
         result = await tk.aexecute("work", {"steps": 20}, progress=slow)
     assert result.content == "did 20 steps"
     assert seen == [float(i) for i in range(1, 21)]
+
+
+async def test_a_question_handler_does_not_outlive_the_call_that_asked() -> None:
+    """A server that asks and returns without waiting (and never cancels its question):
+    the handler still waiting for a user is cancelled when the call ends."""
+    started = asyncio.Event()
+    ended = asyncio.Event()
+
+    async def wait_for_user(request: ServerRequest) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.set()
+
+    async with await acreate_toolkit(manifest(f=stdio_entry()), elicitation=wait_for_user) as tk:
+        result = await tk.aexecute("ask_and_leave", {})
+        assert result.content == "left" and started.is_set()
+        await asyncio.wait_for(ended.wait(), 5)
+        after = await tk.aexecute("work", {"steps": 1})
+    assert after.content == "did 1 steps"
