@@ -213,3 +213,39 @@ def test_a_namespaced_name_never_takes_the_name_of_another_tool() -> None:
     assert names[0].startswith("mcp__a__echo_") and len(names[0]) == len("mcp__a__echo_") + 8
     again = [t.name for t in namespace_clashes(namespace_clashes(tools, {"a", "b", "c"}), {"a"})]
     assert again[0] == names[0]
+
+
+def test_an_allow_on_the_bare_name_does_not_let_another_servers_copy_through(
+    tmp_path: Path,
+) -> None:
+    """`allow: [echo]` was written for the tool called `echo` (here the manifest's own); it
+    must not approve a `.mcp.json` server's `echo` too, which another server's tool list (even
+    one changing at run time) can bring in. Deny and ask on the bare name still hold."""
+    script = write_server(tmp_path)
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"srv": entry(script, "srv")}}))
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(
+        textwrap.dedent(
+            """
+            version: 1
+            defaults: {approval: ask}
+            tools:
+              - name: echo
+                command: [echo, "manifest {text}"]
+                parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+            mcp_servers:
+              from: .mcp.json
+            permissions:
+              allow: [echo, only_srv]
+              deny: ["echo(secret*)"]
+            """
+        )
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.execute("echo", {"text": "a"}).content.strip() == "manifest a"
+        assert tk.execute("only_srv", {"text": "a"}).content == "srv own: a"  # not renamed
+        other = tk.execute("mcp__srv__echo", {"text": "a"})
+        denied = tk.execute("mcp__srv__echo", {"text": "secret plans"})
+    assert other.is_error and "srv: a" not in other.content, other.content
+    assert "approv" in other.content.lower(), other.content  # the default, ask, applies
+    assert denied.is_error and "denied" in denied.content
