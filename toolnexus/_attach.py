@@ -296,9 +296,17 @@ class AliasAware:
     def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
         if not tool.meta.get("aliases"):
             return self.policy.decide(tool, arguments, workspace)
-        return combine_verdicts(
-            [self.policy.decide(t, arguments, workspace) for t in self.names_of(tool)]
-        )
+        # The bare name of a `.mcp.json` tool namespaced for a clash (`_mcp_namespace`) names
+        # several tools (other servers', or the manifest's own): it may restrict this one,
+        # never allow it.
+        bare = tool.meta.get("namespaced_from")
+        verdicts: list[Verdict] = []
+        for t in self.names_of(tool):
+            verdict = self.policy.decide(t, arguments, workspace)
+            if t is not tool and t.name == bare and verdict.decision is Decision.ALLOW:
+                continue
+            verdicts.append(verdict)
+        return combine_verdicts(verdicts)
 
     def summary(self) -> str:
         return policy_summary(self.policy)

@@ -17,7 +17,9 @@ other name stays as the server gives it:
 
 A name longer than the providers' 64 characters keeps `mcp__`, at most 16 characters of the
 server, as much of the tool as fits, and `_` plus 8 hex digits of a hash of both full names:
-deterministic, and distinct for different servers or tools.
+deterministic, and distinct for different servers or tools. The same hashed form is used when
+`mcp__SERVER__TOOL` would still clash: two servers whose names differ only in characters that
+become `_` (`my.srv`, `my_srv`), or a tool of another server already called that.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ def namespaced_name(server: str, tool: str) -> str:
     full = f"{PREFIX}{s}{SEPARATOR}{t}"
     if len(full) <= _MAX:
         return full
+    return _hashed(server, tool)
+
+
+def _hashed(server: str, tool: str) -> str:
+    """The 64-character form with a hash of both full names (see the module doc)."""
+    s = sanitize_name(server)
+    t = sanitize_name(tool)
     digest = hashlib.sha256(f"{server}\0{tool}".encode("utf-8", "surrogatepass")).hexdigest()
     head = s[:_SERVER_KEPT].rstrip("_-")
     room = _MAX - len(PREFIX) - len(head) - len(SEPARATOR) - 1 - _HASH
@@ -84,7 +93,13 @@ def namespace_clashes(tools: Iterable[Tool], servers: Collection[str]) -> list[T
                 meta={**t.meta, _FROM: t.name, "aliases": (*aliases, t.name)},
             )
         out.append(t)
-    return out
+    final = Counter(t.name for t in out)
+    return [_distinct(t) if final[t.name] > 1 and _FROM in t.meta else t for t in out]
+
+
+def _distinct(t: Tool) -> Tool:
+    """A namespaced tool whose `mcp__SERVER__TOOL` still clashes, under the hashed form."""
+    return dataclasses.replace(t, name=_hashed(str(t.meta["server"]), t.meta[_FROM]))
 
 
 def _bare(t: Tool) -> Tool:

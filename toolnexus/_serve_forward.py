@@ -3,7 +3,8 @@ progress of the call (when the client's request carried a progress token) and th
 toolkit's MCP servers ask (elicitation, sampling), sent as requests of the client's session.
 
 A question can be forwarded only on a handshake-era connection that can carry server requests
-and whose client declared the capability; otherwise the asking server gets an error it can
+and whose client declared the capability (for elicitation, the mode asked: URL mode only to a
+client that declares `url`); otherwise the asking server gets an error it can
 report (a 2026-07-28 connection has no mid-call back-channel: its questions travel as
 `InputRequiredResult`s, which a question asked deep inside a running call cannot become).
 For the served toolkit's servers to ask at all, it must have been built with handlers
@@ -29,10 +30,10 @@ def forwarding(ctx: Any) -> dict[str, Any]:
         await ctx.session.report_progress(report.progress, report.total, report.message)
 
     async def elicitation(request: ServerRequest) -> Any:
-        refusal = _cannot_ask(ctx, "elicitation")
+        params = request.params
+        refusal = _cannot_ask(ctx, "elicitation") or _cannot_take_mode(ctx, params.mode)
         if refusal is not None:
             return refusal
-        params = request.params
         if params.mode == "url":
             return await ctx.session.elicit_url(
                 params.message, params.url, params.elicitation_id, related_request_id=ctx.request_id
@@ -78,6 +79,25 @@ def refuse_unforwarded(request: ServerRequest) -> Any:
 
     return ErrorData(
         code=INVALID_REQUEST, message="no client of toolnexus serve is waiting on this call"
+    )
+
+
+def _cannot_take_mode(ctx: Any, mode: str) -> Any:
+    """A refusal when the client's elicitation capability lacks `mode` (an empty one means
+    form only, as before URL mode existed): the spec forbids sending it that mode."""
+    from mcp import types
+
+    params = ctx.session.client_params
+    declared = params.capabilities.elicitation if params is not None else None
+    if declared is None:
+        return None  # `_cannot_ask` refused already
+    takes = declared.url is not None if mode == "url" else declared.form is not None
+    if takes or (mode == "form" and declared.url is None):
+        return None
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message="the elicitation request cannot be forwarded to the client of toolnexus serve: "
+        f"it does not accept {'URL' if mode == 'url' else 'form'} mode",
     )
 
 

@@ -188,3 +188,64 @@ def test_names_are_worked_out_afresh_when_a_servers_tools_change() -> None:
     assert "aliases" not in without_b[0].meta
     # A server not from an mcpServers file is never renamed: the clash is left to the registry.
     assert [t.name for t in namespace_clashes(tools, {"a"})] == ["mcp__a__echo", "echo", "solo"]
+
+
+def test_servers_whose_names_sanitize_alike_still_load_with_distinct_names(
+    tmp_path: Path,
+) -> None:
+    script = write_server(tmp_path)
+    path = tmp_path / ".mcp.json"
+    servers = {"my.srv": entry(script, "dot"), "my_srv": entry(script, "underscore")}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    with create_toolkit(path) as tk:
+        echoes = [n for n in tk.names() if "echo" in n]
+        assert len(echoes) == 2 and all(n.startswith("mcp__my_srv__echo_") for n in echoes)
+        assert all(len(n) <= 64 and is_valid_name(n) for n in echoes)
+        answers = {tk.execute(n, {"text": "hi"}).content for n in echoes}
+    assert answers == {"dot: hi", "underscore: hi"}
+
+
+def test_a_namespaced_name_never_takes_the_name_of_another_tool() -> None:
+    tools = [_mcp_tool("echo", "a"), _mcp_tool("echo", "b"), _mcp_tool("mcp__a__echo", "c")]
+    names = [t.name for t in namespace_clashes(tools, {"a", "b", "c"})]
+    assert len(set(names)) == 3
+    assert names[1:] == ["mcp__b__echo", "mcp__a__echo"]  # the tool that had the name keeps it
+    assert names[0].startswith("mcp__a__echo_") and len(names[0]) == len("mcp__a__echo_") + 8
+    again = [t.name for t in namespace_clashes(namespace_clashes(tools, {"a", "b", "c"}), {"a"})]
+    assert again[0] == names[0]
+
+
+def test_an_allow_on_the_bare_name_does_not_let_another_servers_copy_through(
+    tmp_path: Path,
+) -> None:
+    """`allow: [echo]` was written for the tool called `echo` (here the manifest's own); it
+    must not approve a `.mcp.json` server's `echo` too, which another server's tool list (even
+    one changing at run time) can bring in. Deny and ask on the bare name still hold."""
+    script = write_server(tmp_path)
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"srv": entry(script, "srv")}}))
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(
+        textwrap.dedent(
+            """
+            version: 1
+            defaults: {approval: ask}
+            tools:
+              - name: echo
+                command: [echo, "manifest {text}"]
+                parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+            mcp_servers:
+              from: .mcp.json
+            permissions:
+              allow: [echo, only_srv]
+              deny: ["echo(secret*)"]
+            """
+        )
+    )
+    with create_toolkit(manifest) as tk:
+        assert tk.execute("echo", {"text": "a"}).content.strip() == "manifest a"
+        assert tk.execute("only_srv", {"text": "a"}).content == "srv own: a"  # not renamed
+        other = tk.execute("mcp__srv__echo", {"text": "a"})
+        denied = tk.execute("mcp__srv__echo", {"text": "secret plans"})
+    assert other.is_error and "srv: a" not in other.content, other.content
+    assert "approv" in other.content.lower(), other.content  # the default, ask, applies
+    assert denied.is_error and "denied" in denied.content

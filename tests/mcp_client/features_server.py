@@ -63,6 +63,19 @@ async def ask_by_input(ctx: Context) -> CallToolResult | InputRequiredResult:
     return CallToolResult(content=[TextContent(text=f"hello {name}")])
 
 
+left_behind: list[object] = []
+
+
+@server.tool()
+async def ask_and_leave(ctx: Context) -> str:
+    """Asks the user's name and returns without waiting for the answer."""
+    import asyncio
+
+    left_behind.append(asyncio.get_running_loop().create_task(ctx.elicit("Still there?", Name)))
+    await anyio.sleep(0.5)
+    return "left"
+
+
 @server.tool()
 async def ask_url(ctx: Context) -> str:
     """Sends the user to a URL (URL mode)."""

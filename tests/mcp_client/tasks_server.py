@@ -1,7 +1,8 @@
 """A handshake-era (2025-11-25) MCP server with task tools, built on the low-level `Server`:
 `crunch` must run as a task (`taskSupport: required`), `quick` may (`optional`).
 
-argv: [LOG] [--no-task-capability]. Every tasks/* request and every cancellation is appended to
+argv: [LOG] [--no-task-capability] [--slow-create]. `--slow-create` takes 1.6 s to create a
+task. Every tasks/* request and every cancellation is appended to
 LOG, so tests can see what the server saw."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 LOG = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else None
 TASKS = "--no-task-capability" not in sys.argv
 POLL_MS = 50
+CREATE_DELAY = 1.6 if "--slow-create" in sys.argv else 0.0
 
 
 def note(line: str) -> None:
@@ -114,6 +116,7 @@ async def task_calls(ctx: Any, call_next: Any) -> Any:
     if ctx.method != "tools/call" or "task" not in params:
         return await call_next(ctx)
     seconds = float((params.get("arguments") or {}).get("seconds", 0))
+    await asyncio.sleep(CREATE_DELAY)
     task = _Task()
     tasks[task.id] = task
     task.job = asyncio.get_running_loop().create_task(_run(task, seconds))

@@ -317,3 +317,60 @@ def test_sync_execute_runs_the_progress_callback_on_the_toolkit_loop_thread() ->
         )
     assert result.content == "did 2 steps"
     assert len(threads) == 2 and threading.main_thread().name not in threads
+
+
+async def test_a_hanging_progress_callback_runs_once_at_a_time_and_not_after_the_call() -> None:
+    running = peak = calls = 0
+
+    async def hang(progress: Progress) -> None:
+        nonlocal running, peak, calls
+        calls += 1
+        running += 1
+        peak = max(peak, running)
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            running -= 1
+
+    async with await acreate_toolkit(manifest(f=stdio_entry(timeout=30))) as tk:
+        result = await tk.aexecute("work", {"steps": 50}, progress=hang)
+        after_call = running
+        await asyncio.sleep(0.2)  # any report still on its way
+        later = (running, calls)
+    assert result.content == "did 50 steps"
+    assert peak == 1  # one task per notification used to run them all at once (50)
+    assert after_call == 0 and later == (0, 1)
+
+
+async def test_a_slow_progress_callback_still_gets_every_report_in_order() -> None:
+    seen: list[float] = []
+
+    async def slow(progress: Progress) -> None:
+        await asyncio.sleep(0.01)
+        seen.append(progress.progress)
+
+    async with await acreate_toolkit(manifest(f=stdio_entry())) as tk:
+        result = await tk.aexecute("work", {"steps": 20}, progress=slow)
+    assert result.content == "did 20 steps"
+    assert seen == [float(i) for i in range(1, 21)]
+
+
+async def test_a_question_handler_does_not_outlive_the_call_that_asked() -> None:
+    """A server that asks and returns without waiting (and never cancels its question):
+    the handler still waiting for a user is cancelled when the call ends."""
+    started = asyncio.Event()
+    ended = asyncio.Event()
+
+    async def wait_for_user(request: ServerRequest) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.set()
+
+    async with await acreate_toolkit(manifest(f=stdio_entry()), elicitation=wait_for_user) as tk:
+        result = await tk.aexecute("ask_and_leave", {})
+        assert result.content == "left" and started.is_set()
+        await asyncio.wait_for(ended.wait(), 5)
+        after = await tk.aexecute("work", {"steps": 1})
+    assert after.content == "did 1 steps"

@@ -66,3 +66,39 @@ async def test_a_client_without_the_capability_gets_a_clear_refusal() -> None:
     assert "cannot be forwarded to the client of toolnexus serve" in text
     assert "did not declare elicitation" in text
     assert not after.is_error
+
+
+async def test_a_url_question_is_not_forwarded_to_a_client_that_takes_only_forms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client declaring form-only elicitation (`elicitation: {}` means that too, as clients
+    before 2025-11-25 send it) must not be sent a URL-mode question (the spec's MUST NOT); a
+    form question still reaches it."""
+    from mcp.client.session import ClientSession
+
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    ask = refuse_unforwarded
+    async with await acreate_toolkit(manifest(f=stdio_entry()), elicitation=ask) as toolkit:
+        build = ClientSession._build_capabilities
+
+        def form_only(self: ClientSession, version: str) -> types.ClientCapabilities:
+            declared = build(self, version)
+            return declared.model_copy(update={"elicitation": types.ElicitationCapability()})
+
+        # The SDK's own client always declares both modes; this one declares what older
+        # clients do. Patched after the toolkit connected, so only the serve client has it.
+        monkeypatch.setattr(ClientSession, "_build_capabilities", form_only)
+        server = build_server(toolkit)
+        async with mcp.Client(server, mode="legacy", elicitation_callback=elicit) as client:
+            url = await client.call_tool("ask_url", {})
+            form = await client.call_tool("ask_name", {})
+    assert [p.mode for p in asked] == ["form"]
+    assert form.content[0].text == "hello Grace"  # type: ignore[union-attr]
+    text = url.content[0].text  # type: ignore[union-attr]
+    assert "cannot be forwarded to the client of toolnexus serve" in text, text
+    assert "URL mode" in text

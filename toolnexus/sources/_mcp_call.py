@@ -3,7 +3,12 @@ tasks API.
 
 Progress. A progress token is sent (by the SDK, in the request's `_meta`) only when someone
 listens: the call's progress callback, or `reset_timeout_on_progress`. Each notification is
-handed to `ToolContext.report_progress`.
+handed to `ToolContext.report_progress` through a `_Relay`: the SDK starts a task per
+notification, so a slow or hanging callback would otherwise run many times at once, out of
+order, and outlive the call (one task per notification of a flooding server). The relay runs
+the callback once at a time, in order, queues at most `_MAX_QUEUED` reports (the oldest go),
+and when the call ends lets the running callback finish for at most `_DRAIN` seconds before
+cancelling it: no report reaches the callback after the call returned.
 
 Timeouts. Without `reset_timeout_on_progress` the call gets `min(timeout, the call's time
 left)`, enforced by the SDK. With it, `timeout` is an idle window that each progress
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,6 +34,57 @@ if TYPE_CHECKING:
     from ..base import ToolContext
 
 __all__ = ["call_tool", "set_log_level"]
+
+_MAX_QUEUED = 100
+"""Progress reports waiting for a busy callback; older ones are dropped beyond this."""
+_DRAIN = 1.0
+"""Seconds a call's result waits for its running progress callback before cancelling it."""
+
+
+class _Relay:
+    """A call's progress reports to `ToolContext.report_progress`, one at a time and in order,
+    never after the call (see the module doc)."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.pending: deque[tuple[float, float | None, str | None]] = deque(maxlen=_MAX_QUEUED)
+        self.closed = False
+        self.scope: anyio.CancelScope | None = None
+        self.idle: anyio.Event | None = None
+
+    async def offer(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.closed:
+            return
+        self.pending.append((progress, total, message))
+        if self.idle is not None:
+            return  # the running delivery takes it
+        self.idle = anyio.Event()
+        try:
+            with anyio.CancelScope() as self.scope:
+                while self.pending:
+                    await self.ctx.report_progress(*self.pending.popleft())
+        finally:
+            self.idle.set()
+            self.idle = self.scope = None
+
+    async def drain(self) -> None:
+        """Take no more reports; wait (bounded) for the ones queued, then cancel the delivery
+        and wait for it to end."""
+        self.closed = True
+        idle = self.idle
+        if idle is None:
+            return
+        with anyio.move_on_after(_DRAIN):
+            await idle.wait()
+        self.close()
+        with anyio.move_on_after(_DRAIN):  # the cancelled callback's own clean-up
+            await idle.wait()
+
+    def close(self) -> None:
+        self.closed = True
+        self.pending.clear()
+        if self.scope is not None:
+            self.scope.cancel()
 
 
 async def call_tool(
@@ -62,23 +119,34 @@ async def call_tool(
         if window is not None:
             scope.deadline = min(hard, time.monotonic() + window)
 
+    relay = _Relay(ctx)
+
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        alive()
-        await ctx.report_progress(progress, total, message)
+        if not relay.closed:
+            alive()
+        await relay.offer(progress, total, message)
 
     listener = on_progress if (ctx.progress is not None or reset_on_progress) else None
     sdk_timeout = None if reset_on_progress else timeout
-    with scope:
-        if as_task:
-            from ._mcp_tasks import call_as_task
+    result: mcp_types.CallToolResult | None = None
+    try:
+        with scope:
+            if as_task:
+                from ._mcp_tasks import call_as_task
 
-            return await call_as_task(
-                client, name, arguments, progress=listener, timeout=sdk_timeout, alive=alive
-            )
-        return await client.call_tool(
-            name, arguments, read_timeout_seconds=sdk_timeout, progress_callback=listener
-        )
-    raise TimeoutError  # the scope's deadline passed (it caught its own cancellation)
+                result = await call_as_task(
+                    client, name, arguments, progress=listener, timeout=sdk_timeout, alive=alive
+                )
+            else:
+                result = await client.call_tool(
+                    name, arguments, read_timeout_seconds=sdk_timeout, progress_callback=listener
+                )
+        if result is None:
+            raise TimeoutError  # the scope's deadline passed (it caught its own cancellation)
+        await relay.drain()
+        return result
+    finally:
+        relay.close()
 
 
 async def set_log_level(client: Client, level: str | None, server: str) -> None:

@@ -9,6 +9,10 @@ several in flight it goes to the toolkit's handler (without a call id), unless o
 a handler of its own: then nobody can tell which call asked, and the question is refused
 rather than sent to the wrong user.
 
+A handler answering for a known call is cancelled when that call ends (the server gets an error):
+a server that asks and returns without waiting, or never cancels its question, would otherwise
+leave the handler waiting on a user for as long as the session lives.
+
 A capability is declared to a server only when a handler exists for it, so a server never asks
 a question nobody can answer; without one the SDK's refusal stands, as it always has.
 """
@@ -24,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 if TYPE_CHECKING:
     import mcp_types
@@ -99,6 +105,7 @@ class InFlight:
 
     def __init__(self) -> None:
         self._calls: dict[int, ToolContext] = {}
+        self._answering: dict[int, set[anyio.CancelScope]] = {}
 
     @contextmanager
     def running(self, ctx: ToolContext) -> Iterator[None]:
@@ -108,7 +115,23 @@ class InFlight:
             yield
         finally:
             self._calls.pop(id(ctx), None)
+            for scope in self._answering.pop(id(ctx), ()):
+                scope.cancel()
             _asking.reset(token)
+
+    @contextmanager
+    def answering(self, ctx: ToolContext | None) -> Iterator[anyio.CancelScope]:
+        """A scope for a handler answering `ctx`'s question, cancelled when that call ends."""
+        with anyio.CancelScope() as scope:
+            if ctx is None or self._calls.get(id(ctx)) is not ctx:
+                yield scope  # no call to end with
+                return
+            scopes = self._answering.setdefault(id(ctx), set())
+            scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                scopes.discard(scope)
 
     def overrides(self, kind: str) -> bool:
         """Whether a running call has its own handler of `kind` (then asking the toolkit's
@@ -206,9 +229,15 @@ def _question_callback(
             tool_name=ctx.tool_name if ctx is not None else None,
         )
         try:
-            outcome = handler(request)
-            if inspect.isawaitable(outcome):
-                outcome = await outcome
+            with inflight.answering(ctx) as scope:
+                outcome = handler(request)
+                if inspect.isawaitable(outcome):
+                    outcome = await outcome
+            if scope.cancelled_caught:
+                return ErrorData(
+                    code=INTERNAL_ERROR,
+                    message=f"the call that asked this {kind} request has ended",
+                )
             return convert(outcome)
         except Exception as exc:  # boundary: the application's handler must not end the session
             logger.exception("the %s handler failed for MCP server '%s'", kind, server)

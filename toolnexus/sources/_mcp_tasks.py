@@ -85,6 +85,7 @@ async def call_as_task(
     from mcp_types import CallToolResult
 
     session = client.session
+    deadline = None if timeout is None else anyio.current_time() + timeout
     created = await _request(
         session,
         "tools/call",
@@ -97,7 +98,9 @@ async def call_as_task(
     task: dict[str, Any] = created["task"]
     task_id = str(task.get("taskId"))
     try:
-        with anyio.fail_after(timeout) if timeout is not None else _no_limit():
+        # The time the creation took counts: `timeout` bounds the whole task.
+        left = None if deadline is None else max(0.0, deadline - anyio.current_time())
+        with anyio.fail_after(left):
             while task.get("status") == "working":
                 await anyio.sleep(_poll_seconds(task))
                 task = await _request(session, "tasks/get", {"taskId": task_id})
@@ -114,14 +117,6 @@ async def call_as_task(
             await _cancel(session, task_id)
         raise
     return CallToolResult.model_validate(payload, by_name=False)
-
-
-class _no_limit:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
 
 
 def _poll_seconds(task: dict[str, Any]) -> float:
@@ -154,10 +149,26 @@ async def _request(
     """A raw request on the session, stamped (protocol headers) as the SDK stamps its own."""
     data: dict[str, Any] = {"method": method, "params": params}
     opts: Any = {}
-    session._stamp(data, opts)  # the SDK offers no public raw request
+    # The SDK offers no public raw request: these are its private parts, checked so that a
+    # release that renames them fails the call with a reason, not an AttributeError.
+    stamp: Any = getattr(session, "_stamp", None)
+    send: Any = getattr(getattr(session, "_dispatcher", None), "send_raw_request", None)
+    if stamp is None or send is None:
+        raise ToolError(_sdk_changed())
+    stamp(data, opts)
     if timeout is not None:
         opts["timeout"] = timeout
     if progress is not None:
         opts["on_progress"] = progress
-    dispatcher = session._dispatcher
-    return await dispatcher.send_raw_request(method, data["params"], opts)
+    return await send(method, data["params"], opts)
+
+
+def _sdk_changed() -> str:
+    from importlib.metadata import version
+
+    return (
+        f"this tool must run as an MCP task, and the installed mcp SDK ({version('mcp')}) no "
+        "longer has the private parts toolnexus sends task requests with "
+        "(ClientSession._stamp, ._dispatcher.send_raw_request); install the mcp version "
+        "toolnexus was released with"
+    )
