@@ -3,12 +3,20 @@ external `$ref`s that try to leave the description, and YAML that must read as P
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .conftest import Api, call
+from toolnexus.errors import ConfigError, SourceError
+
+from ..conftest import QuietHandler, start_http_server, stop_http_server
+from .conftest import Api, build, call
 from .test_calls import tools_for
+from .test_refs import _entry_with_ref
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +69,77 @@ async def test_odd_but_harmless_values_stay_on_the_path(
     result = await call(tool, owner="o", path=value)
     assert not result.is_error, result.content
     assert api.seen[-1]["path"] == sent and api.seen[-1]["query"] == ""
+
+
+# --- external references -----------------------------------------------------------------
+
+
+def _build_soon(entry: dict[str, Any], folder: Path, unblock: Callable[[], None]) -> Any:
+    """`build(entry, folder)`'s outcome (a result or the exception), failing the test rather
+    than hanging it when the build blocks: `unblock` then frees the stuck thread."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(build(entry, folder))
+        except (ConfigError, SourceError) as exc:  # the outcome under test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        unblock()
+        thread.join(10)
+        pytest.fail("building blocked on the referenced file")
+    return outcome[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_reference_to_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+
+    def unblock() -> None:
+        with open(pipe, "w") as f:
+            f.write("X: {}\n")
+
+    outcome = _build_soon(_entry_with_ref(tmp_path, "pipe.yaml#/X"), tmp_path, unblock)
+    assert isinstance(outcome, ConfigError), outcome
+    assert "not a regular file" in str(outcome)
+
+
+@pytest.fixture
+def redirector(api: Api) -> Iterator[str]:
+    """A second server whose `/spec/` files redirect to the first one's `/files/`: another
+    host, as a description's own server would send a reference elsewhere."""
+
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:
+            if self.path == "/spec/api.yaml":
+                self.send(200, "application/yaml", _MAIN_WITH_REF)
+            else:
+                self.send(302, "text/plain", b"", Location=f"{api.url}/files/secret.yaml")
+
+    httpd = start_http_server(Handler)
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        stop_http_server(httpd)
+
+
+_MAIN_WITH_REF = (
+    b"openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    post:\n"
+    b"      operationId: a\n      requestBody:\n        content:\n          application/json:\n"
+    b"            schema: {$ref: './common.yaml#/X'}\n"
+)
+
+
+def test_a_remote_reference_may_not_redirect_out_of_the_folder(
+    tmp_path: Path, api: Api, redirector: str
+) -> None:
+    api.files["secret.yaml"] = b"X: {type: object, properties: {secret: {type: string}}}\n"
+    entry = {"openapi": f"{redirector}/spec/api.yaml", "base_url": api.url, "remote_refs": True}
+    with pytest.raises(ConfigError, match="outside the folder the description was down"):
+        build(entry, tmp_path)
+    assert api.seen == []  # the redirect was not followed

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,8 +48,27 @@ _SUBSCHEMAS = frozenset(
 _REWRITTEN = frozenset({"nullable", "exclusiveMinimum", "exclusiveMaximum"})
 _SCHEME = re.compile(r"(?i)([a-z][a-z0-9+.-]+):")
 
-Fetch = Callable[[str], bytes]
-"""Downloads one URL (the OpenAPI source's fetcher, with its timeout and size limit)."""
+Fetch = Callable[[str, Callable[[str], None]], bytes]
+"""Downloads one URL (the OpenAPI source's fetcher, with its timeout and size limit), calling
+the check on the URL of every redirect before following it (it raises to refuse one)."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """At most `limit` bytes of the regular file at `path`.
+
+    A named pipe, a device or a socket is refused without waiting on it (opened non-blocking,
+    then checked): `open` alone would hang on a FIFO with no writer, and `/dev/zero` never ends.
+
+    Raises:
+        OSError: the file cannot be read, or is not a regular file (`ENODEV`-style message).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return f.read(limit)
 
 
 class Resolver:
@@ -192,8 +212,7 @@ class Resolver:
                 field="openapi",
             )
         try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_DOCUMENT_BYTES + 1)
+            data = read_regular(path, MAX_DOCUMENT_BYTES + 1)
         except FileNotFoundError as exc:
             raise ConfigError(
                 f"{self.label}: {where} refers to {ref!r}, but {path} does not exist",
@@ -221,7 +240,16 @@ class Resolver:
                 f"description was downloaded from ({self._root})",
                 field="openapi",
             )
-        return self.fetch(url)
+        return self.fetch(url, lambda hop: self._check_under(hop, ref, where))
+
+    def _check_under(self, url: str, ref: str, where: str) -> None:
+        """Refuse a redirect of a download that leaves the folder (any hop, any host)."""
+        if self._is_url and self._root is not None and not _under(url, self._root):
+            raise ConfigError(
+                f"{self.label}: {where} refers to {ref!r}, which redirects to {url!r}, outside "
+                f"the folder the description was downloaded from ({self._root})",
+                field="openapi",
+            )
 
     # --- schemas ------------------------------------------------------------------------
 

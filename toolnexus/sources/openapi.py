@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
 from ..errors import ConfigError, SourceError
@@ -70,12 +70,16 @@ from .http import (
     sandbox_hosts,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = ["build_openapi_tools"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 _ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _PATH_PARAM = re.compile(r"\{([^{}]+)\}")
 _FETCH_TIMEOUT = 10.0
+_MAX_REDIRECTS = 10
 
 
 def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool]:
@@ -97,7 +101,7 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
         label,
         location=label,
         remote=bool(decl.get("remote_refs", False)),
-        fetch=lambda url: _fetch(url, ctx),
+        fetch=lambda url, check: _fetch(url, ctx, check),
         files=files,
     )
     base_url = _base_url(decl.get("base_url"), document, source)
@@ -255,23 +259,47 @@ def _load(source: str, ctx: BuildContext) -> tuple[Mapping[str, Any], list[str],
     return _parse(data, str(path)), [str(path)], str(path)
 
 
-def _fetch(url: str, ctx: BuildContext) -> bytes:
+def _fetch(url: str, ctx: BuildContext, check: Callable[[str], None] | None = None) -> bytes:
+    """The document at `url`, redirects followed (each one passed to `check` first, which
+    raises to refuse it) and the body read no further than `MAX_DOCUMENT_BYTES`."""
     import httpx
 
     try:
-        response = httpx.get(url, timeout=ctx.timeout or _FETCH_TIMEOUT, follow_redirects=True)
+        with httpx.Client(timeout=ctx.timeout or _FETCH_TIMEOUT) as client:
+            request = client.build_request("GET", url)
+            for _ in range(_MAX_REDIRECTS + 1):
+                response = client.send(request, stream=True)
+                try:
+                    if response.next_request is None:
+                        return _read_document(response, url)
+                    request = response.next_request
+                finally:
+                    response.close()
+                if check is not None:
+                    check(str(request.url))
     except httpx.HTTPError as exc:
         raise SourceError(f"cannot download OpenAPI document {url}: {exc}") from exc
+    raise SourceError(
+        f"cannot download OpenAPI document {url}: more than {_MAX_REDIRECTS} redirects"
+    )
+
+
+def _read_document(response: httpx.Response, url: str) -> bytes:
     if response.status_code >= 400:
         raise SourceError(
             f"cannot download OpenAPI document {url}: HTTP {response.status_code} "
             f"{response.reason_phrase}"
         )
-    if len(response.content) > MAX_DOCUMENT_BYTES:
-        raise SourceError(
-            f"cannot use OpenAPI document {url}: it is larger than {MAX_DOCUMENT_BYTES:,} bytes"
-        )
-    return response.content
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_DOCUMENT_BYTES:
+            raise SourceError(
+                f"cannot use OpenAPI document {url}: it is larger than {MAX_DOCUMENT_BYTES:,} bytes"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parse(data: bytes, label: str) -> Mapping[str, Any]:
