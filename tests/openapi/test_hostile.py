@@ -4,14 +4,19 @@ external `$ref`s that try to leave the description, and YAML that must read as P
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from toolnexus.errors import ConfigError, SourceError
+from toolnexus.sources._spec_text import parse_spec_text
 
 from ..conftest import QuietHandler, start_http_server, stop_http_server
 from .conftest import Api, build, call
@@ -143,3 +148,83 @@ def test_a_remote_reference_may_not_redirect_out_of_the_folder(
     with pytest.raises(ConfigError, match="outside the folder the description was down"):
         build(entry, tmp_path)
     assert api.seen == []  # the redirect was not followed
+
+
+# --- the description's text ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper"),
+        ('{"openapi": ' + "1" * 5000 + "}", "digits"),
+        ("openapi: " + "1" * 5000 + "\n", "line 1: .*digits"),
+        ("openapi: 3.0.3\nx: [" + "-" + "9" * 5000 + "]\n", "line 2: .*digits"),
+    ],
+)
+def test_text_python_cannot_hold_is_a_source_error(text: str, message: str) -> None:
+    with pytest.raises(SourceError, match=message):
+        parse_spec_text(text, "api.yaml")
+
+
+_YAML12_NUMBER = re.compile(
+    r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)"
+)
+"""Plain scalars YAML 1.2's core schema reads as numbers (PyYAML, a 1.1 reader, writes some of
+them unquoted as strings: `082`, `1e5`, `0o17`; there the two readers rightly differ)."""
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=10),
+    st.from_regex(r"[-+.0-9eExo_:~<a-zA-Z ]{1,8}", fullmatch=True),
+)
+_DOCUMENTS = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DOCUMENTS, st.sampled_from([None, True, False]))
+def test_the_fast_reader_reads_what_safe_load_reads(value: Any, flow: bool | None) -> None:
+    assume(not any(_YAML12_NUMBER.fullmatch(s) for s in _strings(value)))
+    text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
+    assert parse_spec_text(text, "api.yaml") == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "b: &b {x: 1, y: 2}\nc: &c {y: 3, z: 4}\nd: {<<: [*b, *c], x: 0}\n",
+        "b: &b {x: 1}\nd:\n  x: 0\n  <<: *b\n",
+        "d: {<<: {x: 1}, <<: {y: 2}}\n",
+        "'<<': {a: 1}\n",  # a quoted `<<` is a plain key, not a merge
+        '"<<": {a: 1}\nb: {"<<": [1]}\n',
+        "a: &a [1, {k: &k v}]\nb: [*a, *k]\n",
+        "a: |\n  x\n  y\nb: >-\n  p\n  q\n",
+        "a: !!str 1\nb: !!float 1\nc: !!int '3'\n",
+        "? a\n: 1\n",
+        "a: 1\na: 2\n",
+        "a: &s str\n*s : v\n",
+        "a: 0x1F\nc: .inf\nd: -.Inf\ne: +12\nj: ~\nk: Null\nl: -0\nn: .5\n",
+    ],
+)
+def test_anchors_merges_and_tags_read_as_safe_load_reads_them(text: str) -> None:
+    assert parse_spec_text(text, "api.yaml") == yaml.safe_load(text)
