@@ -19,7 +19,7 @@ from toolnexus.errors import ConfigError, SourceError
 from toolnexus.sources._spec_text import parse_spec_text
 
 from ..conftest import QuietHandler, start_http_server, stop_http_server
-from .conftest import Api, build, call
+from .conftest import Api, build, call, spec, write_spec
 from .test_calls import tools_for
 from .test_refs import _entry_with_ref
 
@@ -228,3 +228,45 @@ def test_the_fast_reader_reads_what_safe_load_reads(value: Any, flow: bool | Non
 )
 def test_anchors_merges_and_tags_read_as_safe_load_reads_them(text: str) -> None:
     assert parse_spec_text(text, "api.yaml") == yaml.safe_load(text)
+
+
+# --- defaults ------------------------------------------------------------------------------
+
+
+async def test_form_and_header_defaults_are_not_sent(tmp_path: Path, api: Api) -> None:
+    write_spec(
+        tmp_path,
+        spec(
+            {
+                "/login": {
+                    "post": {
+                        "operationId": "login",
+                        "parameters": [
+                            {"name": "X-Mode", "in": "header", "schema": {"default": "fast"}},
+                        ],
+                        "requestBody": {
+                            "content": {
+                                "application/x-www-form-urlencoded": {
+                                    "schema": {
+                                        "type": "object",
+                                        "properties": {
+                                            "user": {"type": "string"},
+                                            "remember": {"type": "boolean", "default": True},
+                                        },
+                                    }
+                                }
+                            }
+                        },
+                    }
+                }
+            }
+        ),
+    )
+    tool = build({"openapi": "api.json", "base_url": api.url}, tmp_path)["login"]
+    result = await call(tool, user="ann")
+    assert not result.is_error, result.content
+    assert api.seen[-1]["body"] == "user=ann"
+    assert "x-mode" not in api.headers[-1]
+    await call(tool, user="ann", remember=False, **{"X-Mode": "slow"})
+    assert api.seen[-1]["body"] == "user=ann&remember=false"
+    assert api.headers[-1]["x-mode"] == "slow"
