@@ -270,3 +270,31 @@ async def test_form_and_header_defaults_are_not_sent(tmp_path: Path, api: Api) -
     await call(tool, user="ann", remember=False, **{"X-Mode": "slow"})
     assert api.seen[-1]["body"] == "user=ann&remember=false"
     assert api.headers[-1]["x-mode"] == "slow"
+
+
+# --- filters -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("include", "selected"),
+    [
+        (["repos_get"], ["GET /b"]),  # the operation whose own id it is, not `repos/get`
+        (["repos/get"], ["GET /a"]),
+        (["get_c"], ["POST /d"]),  # not the operation without an id named after its route
+        (["repos_*"], ["GET /a", "GET /b"]),
+        (["get_*"], ["GET /c", "POST /d"]),
+    ],
+)
+def test_an_exact_operation_id_selects_that_operation_only(
+    tmp_path: Path, include: list[str], selected: list[str]
+) -> None:
+    paths = {
+        "/a": {"get": {"operationId": "repos/get"}},
+        "/b": {"get": {"operationId": "repos_get"}},
+        "/c": {"get": {}},
+        "/d": {"post": {"operationId": "get_c"}},
+    }
+    write_spec(tmp_path, spec(paths))
+    entry = {"openapi": "api.json", "base_url": "http://h", "operations": {"include": include}}
+    tools = build(entry, tmp_path).values()
+    assert sorted(f"{t.meta['method']} {t.meta['path']}" for t in tools) == selected

@@ -110,11 +110,6 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     headers = _static_headers(decl.get("headers"))
     keep = _names(decl.get("keep_slashes"), "keep_slashes")
     operations = decl.get("operations") or {}
-    selection = Selection(
-        include=list(operations.get("include") or ["*"]),
-        exclude=list(operations.get("exclude") or []),
-        label=label,
-    )
     prefix = str(decl.get("prefix") or "")
     common: dict[str, Any] = {
         "timeout": float(ctx.timeout or DEFAULT_TIMEOUT),
@@ -128,6 +123,12 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     paths = refs.deref(document.get("paths") or {}, "paths")
     if not isinstance(paths, Mapping):
         raise SourceError(f"{label}: paths must be a mapping of paths to operations")
+    selection = Selection(
+        include=list(operations.get("include") or ["*"]),
+        exclude=list(operations.get("exclude") or []),
+        label=label,
+        ids=_operation_ids(refs, paths),
+    )
     tools: list[Tool] = []
     names: set[str] = set()
     for path, raw_item in paths.items():
@@ -143,7 +144,7 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
             op_id = str(raw_id) if raw_id else sanitize_name(f"{method}_{path}")
             shown = sanitize_name(op_id)
             full = sanitize_name(prefix + shown) if prefix else shown
-            if not selection.selects(shown, op_id, full):
+            if not selection.selects(shown, op_id, full, own_id=str(raw_id) if raw_id else None):
                 continue
             name = _unique(full, names)
             endpoint = _endpoint(
@@ -172,6 +173,19 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
             tools.append(tool)
     selection.check(len(tools))
     return tools
+
+
+def _operation_ids(refs: Resolver, paths: Mapping[str, Any]) -> frozenset[str]:
+    """Every operationId the description writes (for `Selection.ids`)."""
+    ids: set[str] = set()
+    for path, raw_item in paths.items():
+        item = refs.deref(raw_item, f"paths.{path}")
+        if isinstance(item, dict):
+            for method in _METHODS:
+                op = item.get(method)
+                if isinstance(op, dict) and op.get("operationId"):
+                    ids.add(str(op["operationId"]))
+    return frozenset(ids)
 
 
 def _names(value: Any, field: str) -> frozenset[str]:
