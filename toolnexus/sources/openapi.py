@@ -13,8 +13,8 @@
 Each operation becomes a tool named `prefix + operationId` (sanitized; `method_path`, e.g.
 `get_pets_petId`, when the operation has no id), described by its summary and description.
 The filters match the operationId as written (`repos/get`), sanitized (`repos_get`, as `list`
-shows it) or with the prefix; a plain name matching no operation is an error with the closest
-names (`_openapi_select.py`). Its arguments schema gathers:
+shows it) or with the prefix, an exact operationId only its own operation; a plain name
+matching no operation is an error with the closest names (`_openapi_select.py`). Its arguments schema gathers:
 
 - path, query and header parameters, under their own names (a second parameter with the same
   name gets its location as a prefix: `query_id`). Path parameters are always required; a query
@@ -27,8 +27,9 @@ names (`_openapi_select.py`). Its arguments schema gathers:
 
 A path value is one segment (`/` sent as `%2F`) unless the parameter spans segments: marked
 `x-multi-segment: true` (GitHub's descriptions: contents paths, refs) or `allowReserved: true`,
-or listed in `keep_slashes`. Then `/` is kept, as the API's official clients send it, and a
-value with a `.` or `..` segment (percent-encoded too) is refused with an error result.
+or listed in `keep_slashes`. Then `/` is kept, as the API's official clients send it. Either
+way a value with a `.` or `..` segment, in any spelling a server might resolve (`http._quote`),
+is refused with an error result.
 
 Defaults written in the description stay in the schema for the model to read but are never
 sent for an argument the caller left out: the server applies its own.
