@@ -298,3 +298,18 @@ def test_an_exact_operation_id_selects_that_operation_only(
     entry = {"openapi": "api.json", "base_url": "http://h", "operations": {"include": include}}
     tools = build(entry, tmp_path).values()
     assert sorted(f"{t.meta['method']} {t.meta['path']}" for t in tools) == selected
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("a%00.yaml#/X", "NUL"),
+        (".#/X", "not a regular file"),
+        ("file:///etc/passwd#/X", "POST /a refers to 'file:///etc/passwd#/X'"),
+    ],
+)
+def test_odd_references_are_config_errors_naming_the_operation(
+    tmp_path: Path, ref: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build(_entry_with_ref(tmp_path, ref), tmp_path)

@@ -63,11 +63,15 @@ def read_regular(path: str, limit: int) -> bytes:
         OSError: the file cannot be read, or is not a regular file (`ENODEV`-style message).
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
         return f.read(limit)
 
 
@@ -113,11 +117,11 @@ class Resolver:
 
     # --- references ---------------------------------------------------------------------
 
-    def key(self, ref: str) -> str:
+    def key(self, ref: str, where: str = "") -> str:
         """`ref` (from the main description, or already absolute) in its absolute form."""
         if ref.startswith("#") or self.location is None:
             return ref
-        return self._absolute(ref, self._main_key, "")
+        return self._absolute(ref, self._main_key, where)
 
     def target(self, ref: str, where: str) -> Any:
         """The node `ref` points to (reading the file it names, the first time)."""
@@ -148,7 +152,7 @@ class Resolver:
         seen: list[str] = []
         while type(node) is dict and isinstance(node.get("$ref"), str):
             ref = node["$ref"]
-            key = self.key(ref)
+            key = self.key(ref, where)
             if key in seen:
                 raise SourceError(f"{self.label}: {where}: $ref cycle {' -> '.join([*seen, key])}")
             seen.append(key)
@@ -172,6 +176,11 @@ class Resolver:
         if _is_url(base):
             return f"{urllib.parse.urljoin(base, address)}#{fragment}"
         path = urllib.parse.unquote(address)
+        if "\x00" in path:
+            raise ConfigError(
+                f"{self.label}: {where} refers to {ref!r}, a file name with a NUL character",
+                field="openapi",
+            )
         if not os.path.isabs(path):
             path = os.path.join(os.path.dirname(base), path)
         return f"{os.path.normpath(path)}{hash_ or '#'}{fragment}"
@@ -262,7 +271,7 @@ class Resolver:
             return node
         ref = node.get("$ref")
         if isinstance(ref, str):
-            key = self.key(ref)
+            key = self.key(ref, where)
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if key in stack:
                 self._cuts += 1
