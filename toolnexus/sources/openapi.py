@@ -14,7 +14,8 @@ Each operation becomes a tool named `prefix + operationId` (sanitized; `method_p
 `get_pets_petId`, when the operation has no id), described by its summary and description.
 The filters match the operationId as written (`repos/get`), sanitized (`repos_get`, as `list`
 shows it) or with the prefix, an exact operationId only its own operation; a plain name
-matching no operation is an error with the closest names (`_openapi_select.py`). Its arguments schema gathers:
+matching no operation is an error with the closest names (`_openapi_select.py`). Its
+arguments schema gathers:
 
 - path, query and header parameters, under their own names (a second parameter with the same
   name gets its location as a prefix: `query_id`). Path parameters are always required; a query
