@@ -243,20 +243,21 @@ class Resolver:
                 "true (or bundle the description into one file)",
                 field="remote_refs",
             )
-        if self._is_url and self._root is not None and not _under(url, self._root):
-            raise ConfigError(
-                f"{self.label}: {where} refers to {url!r}, which is outside the folder the "
-                f"description was downloaded from ({self._root})",
-                field="openapi",
-            )
-        return self.fetch(url, lambda hop: self._check_under(hop, ref, where))
+        self._check_under(url, f"refers to {url!r}, which is", where)
+        return self.fetch(
+            url,
+            lambda hop: self._check_under(
+                hop, f"refers to {ref!r}, which redirects to {hop!r},", where
+            ),
+        )
 
-    def _check_under(self, url: str, ref: str, where: str) -> None:
-        """Refuse a redirect of a download that leaves the folder (any hop, any host)."""
+    def _check_under(self, url: str, what: str, where: str) -> None:
+        """Refuse a download (the reference, or any hop it redirects to) outside the folder a
+        downloaded description came from."""
         if self._is_url and self._root is not None and not _under(url, self._root):
             raise ConfigError(
-                f"{self.label}: {where} refers to {ref!r}, which redirects to {url!r}, outside "
-                f"the folder the description was downloaded from ({self._root})",
+                f"{self.label}: {where} {what} outside the folder the description was "
+                f"downloaded from ({self._root})",
                 field="openapi",
             )
 
