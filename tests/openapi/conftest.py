@@ -28,6 +28,8 @@ class Api:
     seen: list[dict[str, str]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     """Served as they are under `/files/NAME` (descriptions fetched over HTTP)."""
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """The headers of each request in `seen` (lower-case names)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -53,6 +55,7 @@ def api() -> Iterator[Api]:
             record = {"method": self.command, "path": path, "query": query, "body": body_text}
             with server.lock:
                 server.seen.append(record)
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
             self.send(200, "application/json", json.dumps(record).encode())
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _any

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from toolnexus.base import Result, Tool, ToolContext
-from toolnexus.errors import ConfigError, SourceError
+from toolnexus.errors import ConfigError, SourceError, ToolError
 from toolnexus.sources import BuildContext
 from toolnexus.sources.openapi import build_openapi_tools
 
@@ -134,9 +134,12 @@ async def test_path_parameters_are_encoded(server: Any) -> None:
     tool = petstore(server)["getPet"]
     assert tool.parameters["required"] == ["petId"]
     assert tool.parameters["properties"]["petId"]["description"] == "The pet's id."
-    got = await echoed(tool, petId="a/../b c")
-    assert got["path"] == "/echo/pets/a%2F..%2Fb%20c"
+    got = await echoed(tool, petId="a/b c?d")
+    assert got["path"] == "/echo/pets/a%2Fb%20c%3Fd"
     assert got["method"] == "GET"
+    # `..` between encoded slashes is refused: many servers decode `%2F` before resolving it
+    with pytest.raises(ToolError, match=r"'\.\.' segment"):
+        await call(tool, petId="a/../b c")
 
 
 async def test_an_object_body_is_merged_into_the_arguments(server: Any) -> None:

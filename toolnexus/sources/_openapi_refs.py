@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,8 +48,31 @@ _SUBSCHEMAS = frozenset(
 _REWRITTEN = frozenset({"nullable", "exclusiveMinimum", "exclusiveMaximum"})
 _SCHEME = re.compile(r"(?i)([a-z][a-z0-9+.-]+):")
 
-Fetch = Callable[[str], bytes]
-"""Downloads one URL (the OpenAPI source's fetcher, with its timeout and size limit)."""
+Fetch = Callable[[str, Callable[[str], None]], bytes]
+"""Downloads one URL (the OpenAPI source's fetcher, with its timeout and size limit), calling
+the check on the URL of every redirect before following it (it raises to refuse one)."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """At most `limit` bytes of the regular file at `path`.
+
+    A named pipe, a device or a socket is refused without waiting on it (opened non-blocking,
+    then checked): `open` alone would hang on a FIFO with no writer, and `/dev/zero` never ends.
+
+    Raises:
+        OSError: the file cannot be read, or is not a regular file (`ENODEV`-style message).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        return f.read(limit)
 
 
 class Resolver:
@@ -93,11 +117,11 @@ class Resolver:
 
     # --- references ---------------------------------------------------------------------
 
-    def key(self, ref: str) -> str:
+    def key(self, ref: str, where: str = "") -> str:
         """`ref` (from the main description, or already absolute) in its absolute form."""
         if ref.startswith("#") or self.location is None:
             return ref
-        return self._absolute(ref, self._main_key, "")
+        return self._absolute(ref, self._main_key, where)
 
     def target(self, ref: str, where: str) -> Any:
         """The node `ref` points to (reading the file it names, the first time)."""
@@ -128,7 +152,7 @@ class Resolver:
         seen: list[str] = []
         while type(node) is dict and isinstance(node.get("$ref"), str):
             ref = node["$ref"]
-            key = self.key(ref)
+            key = self.key(ref, where)
             if key in seen:
                 raise SourceError(f"{self.label}: {where}: $ref cycle {' -> '.join([*seen, key])}")
             seen.append(key)
@@ -152,6 +176,11 @@ class Resolver:
         if _is_url(base):
             return f"{urllib.parse.urljoin(base, address)}#{fragment}"
         path = urllib.parse.unquote(address)
+        if "\x00" in path:
+            raise ConfigError(
+                f"{self.label}: {where} refers to {ref!r}, a file name with a NUL character",
+                field="openapi",
+            )
         if not os.path.isabs(path):
             path = os.path.join(os.path.dirname(base), path)
         return f"{os.path.normpath(path)}{hash_ or '#'}{fragment}"
@@ -192,8 +221,7 @@ class Resolver:
                 field="openapi",
             )
         try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_DOCUMENT_BYTES + 1)
+            data = read_regular(path, MAX_DOCUMENT_BYTES + 1)
         except FileNotFoundError as exc:
             raise ConfigError(
                 f"{self.label}: {where} refers to {ref!r}, but {path} does not exist",
@@ -215,13 +243,23 @@ class Resolver:
                 "true (or bundle the description into one file)",
                 field="remote_refs",
             )
+        self._check_under(url, f"refers to {url!r}, which is", where)
+        return self.fetch(
+            url,
+            lambda hop: self._check_under(
+                hop, f"refers to {ref!r}, which redirects to {hop!r},", where
+            ),
+        )
+
+    def _check_under(self, url: str, what: str, where: str) -> None:
+        """Refuse a download (the reference, or any hop it redirects to) outside the folder a
+        downloaded description came from."""
         if self._is_url and self._root is not None and not _under(url, self._root):
             raise ConfigError(
-                f"{self.label}: {where} refers to {url!r}, which is outside the folder the "
-                f"description was downloaded from ({self._root})",
+                f"{self.label}: {where} {what} outside the folder the description was "
+                f"downloaded from ({self._root})",
                 field="openapi",
             )
-        return self.fetch(url)
 
     # --- schemas ------------------------------------------------------------------------
 
@@ -234,7 +272,7 @@ class Resolver:
             return node
         ref = node.get("$ref")
         if isinstance(ref, str):
-            key = self.key(ref)
+            key = self.key(ref, where)
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if key in stack:
                 self._cuts += 1

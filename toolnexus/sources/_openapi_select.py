@@ -30,6 +30,10 @@ class Selection:
     include: Sequence[str]
     exclude: Sequence[str]
     label: str
+    ids: frozenset[str] = frozenset()
+    """Every operationId the description writes: a plain pattern equal to one of them selects
+    that operation only, not another whose sanitized or generated name happens to be the same
+    (`repos_get` is not `repos/get` when both ids exist)."""
     names: list[str] = field(default_factory=list, init=False)
     """Every operation's shown name (sanitized operationId), in document order."""
     _used: set[int] = field(default_factory=set, init=False)
@@ -42,22 +46,30 @@ class Selection:
         if self._everything:
             self._used.add(0)
 
-    def selects(self, *names: str) -> bool:
-        """Whether the operation known by `names` (its shown name first) becomes a tool."""
+    def selects(self, *names: str, own_id: str | None = None) -> bool:
+        """Whether the operation known by `names` (its shown name first) becomes a tool;
+        `own_id` is the operationId it is written with (None: it has none)."""
         self.names.append(names[0])
         self._all_names.update(names)
         if self._everything:
             return True
         included = False
         for i, pattern in enumerate(self.include):
-            if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            if self._matches(pattern, names, own_id):
                 self._used.add(i)
                 included = True
         for i, pattern in enumerate(self.exclude):
-            if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            if self._matches(pattern, names, own_id):
                 self._exclude_used.add(i)
                 included = False
         return included
+
+    def _matches(self, pattern: str, names: tuple[str, ...], own_id: str | None) -> bool:
+        if _GLOB & set(pattern):
+            return any(fnmatch.fnmatchcase(n, pattern) for n in names)
+        if pattern in self.ids:
+            return pattern == own_id
+        return pattern in names
 
     def check(self, selected: int) -> None:
         """After every operation was seen: refuse unknown names and an empty selection.

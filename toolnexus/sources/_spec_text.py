@@ -60,7 +60,11 @@ def parse_spec_text(data: bytes | str, label: str) -> Any:
     if head[:1] in (b"{", b"[", "{", "["):
         try:
             return json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except RecursionError:
+            raise SourceError(
+                f"{label}: the document is nested deeper than {MAX_DEPTH} levels"
+            ) from None
+        except ValueError as exc:  # bad JSON or UTF-8, or an integer of over 4,300 digits
             try:
                 return _load_yaml(data, label)
             except SourceError:
@@ -87,7 +91,11 @@ class _Refused(Exception):
     def __init__(self, message: str, mark: Any) -> None:
         super().__init__(message)
         self.message = message
-        self.line = mark.line + 1
+        self.line = mark.line + 1 if mark is not None else 1
+
+
+_MERGE_KEY = object()
+"""The key slot's value for a plain `<<` (a quoted `'<<'` is an ordinary key, as in PyYAML)."""
 
 
 def _build(data: bytes | str) -> Any:
@@ -110,11 +118,13 @@ def _build(data: bytes | str) -> Any:
     sizes: dict[str, int] = {}
     added = 0
     no_key = _NO_KEY
+    merge_key = _MERGE_KEY
     stack: list[list[Any]] = []
     frame: list[Any] | None = None  # the open container's frame
     parent: Any = None
     is_map = False
     root: Any = None
+    event: Any = None
     try:
         while True:
             event = get_event()
@@ -124,7 +134,8 @@ def _build(data: bytes | str) -> Any:
                 if is_map and frame is not None and frame[1] is no_key:
                     if event.tag is not None and event.tag not in _SCALAR_TAGS | {"!"}:
                         raise _Refused(_tag_message(event.tag), event.start_mark)
-                    frame[1] = raw  # keys stay text: `200:` and `true:` name things
+                    # keys stay text (`200:` and `true:` name things); only a plain `<<` merges
+                    frame[1] = merge_key if raw == "<<" and not event.style else raw
                     continue
                 tag = event.tag
                 if tag is None:
@@ -137,7 +148,7 @@ def _build(data: bytes | str) -> Any:
                     try:
                         value = _tagged(tag, raw)
                     except ValueError as exc:
-                        raise _Refused(str(exc), event.start_mark) from None
+                        raise _Refused(str(exc), getattr(event, "start_mark", None)) from None
                 else:
                     raise _Refused(_tag_message(tag), event.start_mark)
                 if event.anchor is not None:
@@ -201,10 +212,15 @@ def _build(data: bytes | str) -> Any:
             else:
                 key = frame[1]
                 frame[1] = no_key
-                if key == "<<" and isinstance(value, dict | list):
-                    frame[2] = [*(frame[2] or ()), value]
+                if key is merge_key:
+                    if isinstance(value, dict | list):
+                        frame[2] = [*(frame[2] or ()), value]
+                    else:
+                        parent["<<"] = value
                 else:
                     parent[key] = value  # a repeated key: the last wins, as in json.loads
+    except ValueError as exc:  # an integer of more digits than `int()` reads (4,300)
+        raise _Refused(str(exc), getattr(event, "start_mark", None)) from None
     finally:
         loader.dispose()
 
@@ -215,4 +231,3 @@ def _tag_message(tag: str) -> str:
         f"unsupported tag {shown!r}: an OpenAPI description holds plain values (strings, "
         "numbers, booleans, null, lists and mappings)"
     )
-

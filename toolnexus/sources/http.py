@@ -39,6 +39,7 @@ import fnmatch
 import json
 import re
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -479,27 +480,42 @@ def _quote(text: str, name: str, *, spans: bool = False) -> str:
     GitHub's `x-multi-segment` parameters).
 
     Raises:
-        ToolError: the value is `.` or `..`, or (spanning) holds such a segment, also once
-            percent-decoded (`%2e%2e`, `%252e`) or split at a backslash (`..\\`): it would
-            move the request to another path, on servers that decode before resolving dot
-            segments too.
+        ToolError: the value is `.` or `..`, or holds such a segment, also once percent-decoded
+            (`%2e%2e`, `%252e`, overlong `%c0%ae`), split at a backslash (`..\\`), cut at a
+            `;` or NUL (`..;`) or Unicode-normalised (`\uff0e\uff0e`): a server that decodes
+            `%2F` or any of these before resolving dot segments would move the request to
+            another path. A one-segment value is held to the same rule, since `/` sent as
+            `%2F` is decoded back by many servers and proxies.
     """
     plain = _decoded(text)
-    if not spans:
-        if plain in (".", ".."):
+    dots = [s for s in re.split(r"[/\\]", plain) if _is_dot_segment(s)]
+    if dots:
+        if not spans and _is_dot_segment(plain):
             raise ToolError(
                 f"argument '{name}': a URL path value may not be {text!r}: it would point the "
                 "request at another path; pass a name"
             )
+        raise ToolError(
+            f"argument '{name}': a URL path value may not hold a {dots[0]!r} segment "
+            f"({text!r}): it would point the request at another path; pass a path without "
+            ". or .. parts"
+        )
+    if not spans:
         return urllib.parse.quote(text, safe="")
-    for segment in re.split(r"[/\\]", plain):
-        if segment in (".", ".."):
-            raise ToolError(
-                f"argument '{name}': a URL path value may not hold a {segment!r} segment "
-                f"({text!r}): it would point the request at another path; pass a path without "
-                ". or .. parts"
-            )
     return "/".join(urllib.parse.quote(segment, safe="") for segment in text.split("/"))
+
+
+_OVERLONG = re.compile(r"(?i)%c0%ae|%e0%80%ae|%c0%af|%e0%80%af|%c1%9c")
+_OVERLONG_AS = {"ae": ".", "af": "/", "9c": "\\"}
+"""Overlong UTF-8 forms of `.`, `/` and `\\` that lax decoders (old IIS, some proxies) read as
+the characters themselves."""
+
+
+def _is_dot_segment(segment: str) -> bool:
+    """Whether a decoded segment is `.` or `..` to some server: after a `;` (a path
+    parameter to Tomcat and Spring) or a NUL (C string end) is cut, Unicode dots folded."""
+    cut = re.split(r"[;\x00]", segment, maxsplit=1)[0]
+    return unicodedata.normalize("NFKC", cut) in (".", "..")
 
 
 def _decoded(text: str) -> str:
@@ -507,6 +523,7 @@ def _decoded(text: str) -> str:
     for _ in range(8):
         if "%" not in text:
             break
+        text = _OVERLONG.sub(lambda m: _OVERLONG_AS[m.group(0)[-2:].lower()], text)
         decoded = urllib.parse.unquote(text)
         if decoded == text:
             break

@@ -13,8 +13,9 @@
 Each operation becomes a tool named `prefix + operationId` (sanitized; `method_path`, e.g.
 `get_pets_petId`, when the operation has no id), described by its summary and description.
 The filters match the operationId as written (`repos/get`), sanitized (`repos_get`, as `list`
-shows it) or with the prefix; a plain name matching no operation is an error with the closest
-names (`_openapi_select.py`). Its arguments schema gathers:
+shows it) or with the prefix, an exact operationId only its own operation; a plain name
+matching no operation is an error with the closest names (`_openapi_select.py`). Its
+arguments schema gathers:
 
 - path, query and header parameters, under their own names (a second parameter with the same
   name gets its location as a prefix: `query_id`). Path parameters are always required; a query
@@ -27,8 +28,9 @@ names (`_openapi_select.py`). Its arguments schema gathers:
 
 A path value is one segment (`/` sent as `%2F`) unless the parameter spans segments: marked
 `x-multi-segment: true` (GitHub's descriptions: contents paths, refs) or `allowReserved: true`,
-or listed in `keep_slashes`. Then `/` is kept, as the API's official clients send it, and a
-value with a `.` or `..` segment (percent-encoded too) is refused with an error result.
+or listed in `keep_slashes`. Then `/` is kept, as the API's official clients send it. Either
+way a value with a `.` or `..` segment, in any spelling a server might resolve (`http._quote`),
+is refused with an error result.
 
 Defaults written in the description stay in the schema for the model to read but are never
 sent for an argument the caller left out: the server applies its own.
@@ -49,8 +51,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
 from ..errors import ConfigError, SourceError
@@ -70,12 +72,16 @@ from .http import (
     sandbox_hosts,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = ["build_openapi_tools"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 _ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _PATH_PARAM = re.compile(r"\{([^{}]+)\}")
 _FETCH_TIMEOUT = 10.0
+_MAX_REDIRECTS = 10
 
 
 def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool]:
@@ -97,7 +103,7 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
         label,
         location=label,
         remote=bool(decl.get("remote_refs", False)),
-        fetch=lambda url: _fetch(url, ctx),
+        fetch=lambda url, check: _fetch(url, ctx, check),
         files=files,
     )
     base_url = _base_url(decl.get("base_url"), document, source)
@@ -106,11 +112,6 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     headers = _static_headers(decl.get("headers"))
     keep = _names(decl.get("keep_slashes"), "keep_slashes")
     operations = decl.get("operations") or {}
-    selection = Selection(
-        include=list(operations.get("include") or ["*"]),
-        exclude=list(operations.get("exclude") or []),
-        label=label,
-    )
     prefix = str(decl.get("prefix") or "")
     common: dict[str, Any] = {
         "timeout": float(ctx.timeout or DEFAULT_TIMEOUT),
@@ -124,6 +125,12 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
     paths = refs.deref(document.get("paths") or {}, "paths")
     if not isinstance(paths, Mapping):
         raise SourceError(f"{label}: paths must be a mapping of paths to operations")
+    selection = Selection(
+        include=list(operations.get("include") or ["*"]),
+        exclude=list(operations.get("exclude") or []),
+        label=label,
+        ids=_operation_ids(refs, paths),
+    )
     tools: list[Tool] = []
     names: set[str] = set()
     for path, raw_item in paths.items():
@@ -139,7 +146,7 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
             op_id = str(raw_id) if raw_id else sanitize_name(f"{method}_{path}")
             shown = sanitize_name(op_id)
             full = sanitize_name(prefix + shown) if prefix else shown
-            if not selection.selects(shown, op_id, full):
+            if not selection.selects(shown, op_id, full, own_id=str(raw_id) if raw_id else None):
                 continue
             name = _unique(full, names)
             endpoint = _endpoint(
@@ -168,6 +175,19 @@ def build_openapi_tools(decl: Mapping[str, Any], ctx: BuildContext) -> list[Tool
             tools.append(tool)
     selection.check(len(tools))
     return tools
+
+
+def _operation_ids(refs: Resolver, paths: Mapping[str, Any]) -> frozenset[str]:
+    """Every operationId the description writes (for `Selection.ids`)."""
+    ids: set[str] = set()
+    for path, raw_item in paths.items():
+        item = refs.deref(raw_item, f"paths.{path}")
+        if isinstance(item, dict):
+            for method in _METHODS:
+                op = item.get(method)
+                if isinstance(op, dict) and op.get("operationId"):
+                    ids.add(str(op["operationId"]))
+    return frozenset(ids)
 
 
 def _names(value: Any, field: str) -> frozenset[str]:
@@ -255,23 +275,47 @@ def _load(source: str, ctx: BuildContext) -> tuple[Mapping[str, Any], list[str],
     return _parse(data, str(path)), [str(path)], str(path)
 
 
-def _fetch(url: str, ctx: BuildContext) -> bytes:
+def _fetch(url: str, ctx: BuildContext, check: Callable[[str], None] | None = None) -> bytes:
+    """The document at `url`, redirects followed (each one passed to `check` first, which
+    raises to refuse it) and the body read no further than `MAX_DOCUMENT_BYTES`."""
     import httpx
 
     try:
-        response = httpx.get(url, timeout=ctx.timeout or _FETCH_TIMEOUT, follow_redirects=True)
+        with httpx.Client(timeout=ctx.timeout or _FETCH_TIMEOUT) as client:
+            request = client.build_request("GET", url)
+            for _ in range(_MAX_REDIRECTS + 1):
+                response = client.send(request, stream=True)
+                try:
+                    if response.next_request is None:
+                        return _read_document(response, url)
+                    request = response.next_request
+                finally:
+                    response.close()
+                if check is not None:
+                    check(str(request.url))
     except httpx.HTTPError as exc:
         raise SourceError(f"cannot download OpenAPI document {url}: {exc}") from exc
+    raise SourceError(
+        f"cannot download OpenAPI document {url}: more than {_MAX_REDIRECTS} redirects"
+    )
+
+
+def _read_document(response: httpx.Response, url: str) -> bytes:
     if response.status_code >= 400:
         raise SourceError(
             f"cannot download OpenAPI document {url}: HTTP {response.status_code} "
             f"{response.reason_phrase}"
         )
-    if len(response.content) > MAX_DOCUMENT_BYTES:
-        raise SourceError(
-            f"cannot use OpenAPI document {url}: it is larger than {MAX_DOCUMENT_BYTES:,} bytes"
-        )
-    return response.content
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_DOCUMENT_BYTES:
+            raise SourceError(
+                f"cannot use OpenAPI document {url}: it is larger than {MAX_DOCUMENT_BYTES:,} bytes"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parse(data: bytes, label: str) -> Mapping[str, Any]:
