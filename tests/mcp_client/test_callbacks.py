@@ -374,3 +374,33 @@ async def test_a_question_handler_does_not_outlive_the_call_that_asked() -> None
         await asyncio.wait_for(ended.wait(), 5)
         after = await tk.aexecute("work", {"steps": 1})
     assert after.content == "did 1 steps"
+
+
+async def test_a_sync_handler_waiting_on_a_person_does_not_stall_other_calls() -> None:
+    """A sync handler (a terminal prompt, say) runs on a worker thread, not the loop thread."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    released_by_the_test: list[bool] = []
+
+    def elicit(request: ServerRequest) -> dict[str, str]:
+        entered.set()
+        released_by_the_test.append(release.wait(5))  # False: nobody could run meanwhile
+        return {"name": "Ada"}
+
+    @tool
+    def ping() -> str:
+        """Answer at once."""
+        return "pong"
+
+    async with await acreate_toolkit(
+        manifest(f=stdio_entry()), extra_tools=[ping], elicitation=elicit
+    ) as tk:
+        asking = asyncio.ensure_future(tk.aexecute("ask_name", {}))
+        assert await asyncio.to_thread(entered.wait, 10)
+        other = await tk.aexecute("ping", {})
+        release.set()
+        answered = await asking
+    assert other.content == "pong"
+    assert answered.content == "hello Ada"
+    assert released_by_the_test == [True]

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from .._workers import run_in_worker
+
 if TYPE_CHECKING:
     import mcp_types
 
@@ -230,9 +232,7 @@ def _question_callback(
         )
         try:
             with inflight.answering(ctx) as scope:
-                outcome = handler(request)
-                if inspect.isawaitable(outcome):
-                    outcome = await outcome
+                outcome = await _answered(handler, request)
             if scope.cancelled_caught:
                 return ErrorData(
                     code=INTERNAL_ERROR,
@@ -247,6 +247,20 @@ def _question_callback(
             )
 
     return answer
+
+
+async def _answered(handler: Callable[[ServerRequest], Any], request: ServerRequest) -> Any:
+    """The handler's answer. A sync handler runs on a worker thread: it is usually a person
+    being asked (a terminal prompt, a UI round trip), and on the toolkit's loop thread it would
+    stall every other call and session of the toolkit while it waits."""
+    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 (an async __call__, not callable())
+    ):
+        return await handler(request)
+    outcome = await run_in_worker(handler, request)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    return outcome
 
 
 def _elicit_result(outcome: Any) -> mcp_types.ElicitResult | mcp_types.ErrorData:
