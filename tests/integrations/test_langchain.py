@@ -531,22 +531,7 @@ def test_a_hand_built_graph_with_the_tool_node(
             "done",
         ]
     )
-
-    def agent_node(state: MessagesState) -> dict[str, Any]:
-        bound = model.bind_tools(langchain_tools(toolkit))  # this turn's tools
-        return {"messages": [bound.invoke(state["messages"])]}
-
-    def route(state: MessagesState) -> str:
-        last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent_node)
-    graph.add_node("tools", toolnexus_tool_node(toolkit))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", route, ["tools", END])
-    graph.add_edge("tools", "agent")
-    app = graph.compile(checkpointer=InMemorySaver())
+    app = tool_node_graph(toolkit, model)
 
     paused = run(app, ask("go"), "t", mode)
     (pending,) = paused["__interrupt__"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +128,9 @@ async def test_stdio_serve_of_a_manifest_with_tool_search(tmp_path: Path) -> Non
             assert done.content[0].text.strip() == "rotated"  # type: ignore[union-attr]
 
 
-@pytest.mark.anyio
-async def test_streamable_http_sessions_keep_their_own_loaded_tools() -> None:
-    """`http_app` in process: each streamable HTTP session (handshake era) has its own state."""
+@asynccontextmanager
+async def in_process_http() -> AsyncIterator[tuple[httpx2.AsyncClient, str]]:
+    """`http_app` of a searchable toolkit, served in process: an HTTP client and its base URL."""
     async with await acreate_toolkit(
         extra_tools=[forecast, star_repo, hello], tool_search={"always": ["hello"]}
     ) as toolkit:
@@ -140,15 +142,22 @@ async def test_streamable_http_sessions_keep_their_own_loaded_tools() -> None:
                 app.router.lifespan_context(app),
                 httpx2.AsyncClient(transport=transport, base_url=base) as http,
             ):
-                one = streamable_http_client(f"{base}/mcp", http_client=http)
-                two = streamable_http_client(f"{base}/mcp", http_client=http)
-                async with (
-                    mcp.Client(one, mode="legacy") as first,
-                    mcp.Client(two, mode="legacy") as second,
-                ):
-                    await first.call_tool("tool_search", {"query": "weather forecast"})
-                    assert await names(first) == ["forecast", "hello", "tool_search"]
-                    assert await names(second) == ["hello", "tool_search"]
+                yield http, base
+
+
+@pytest.mark.anyio
+async def test_streamable_http_sessions_keep_their_own_loaded_tools() -> None:
+    """`http_app` in process: each streamable HTTP session (handshake era) has its own state."""
+    async with in_process_http() as (http, base):
+        one = streamable_http_client(f"{base}/mcp", http_client=http)
+        two = streamable_http_client(f"{base}/mcp", http_client=http)
+        async with (
+            mcp.Client(one, mode="legacy") as first,
+            mcp.Client(two, mode="legacy") as second,
+        ):
+            await first.call_tool("tool_search", {"query": "weather forecast"})
+            assert await names(first) == ["forecast", "hello", "tool_search"]
+            assert await names(second) == ["hello", "tool_search"]
 
 
 @pytest.mark.anyio
@@ -162,22 +171,12 @@ async def test_a_closed_sessions_state_is_forgotten() -> None:
         gc.collect()
         return sum(isinstance(o, SearchState) for o in gc.get_objects())
 
-    async with await acreate_toolkit(
-        extra_tools=[forecast, star_repo, hello], tool_search={"always": ["hello"]}
-    ) as toolkit:
-        app = http_app(toolkit)
-        transport = httpx2.ASGITransport(app)
-        base = "http://127.0.0.1:8000"
-        with anyio.fail_after(WAIT):
-            async with (
-                app.router.lifespan_context(app),
-                httpx2.AsyncClient(transport=transport, base_url=base) as http,
-            ):
-                before = alive()
-                for _ in range(3):
-                    client = streamable_http_client(f"{base}/mcp", http_client=http)
-                    async with mcp.Client(client, mode="legacy") as session:
-                        await session.call_tool("tool_search", {"query": "weather forecast"})
-                        assert alive() == before + 1  # this session's state, while it lives
-                    await anyio.sleep(0.1)
-                assert alive() <= before
+    async with in_process_http() as (http, base):
+        before = alive()
+        for _ in range(3):
+            client = streamable_http_client(f"{base}/mcp", http_client=http)
+            async with mcp.Client(client, mode="legacy") as session:
+                await session.call_tool("tool_search", {"query": "weather forecast"})
+                assert alive() == before + 1  # this session's state, while it lives
+            await anyio.sleep(0.1)
+        assert alive() <= before
