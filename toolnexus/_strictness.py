@@ -8,13 +8,12 @@ to whoever wrote the manifest; these helpers say it ahead of time, for every kin
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .base import Tool
 
-__all__ = ["build_for_check", "not_strict", "report"]
+__all__ = ["not_strict", "report"]
 
 
 def not_strict(tools: Iterable[Tool]) -> dict[str, str]:
@@ -43,26 +42,3 @@ def report(problems: dict[str, str], out: IO[str], *, indent: str = "") -> None:
     for name, why in problems.items():
         out.write(f"{indent}  {name}: {why}\n")
 
-
-def build_for_check(source: str | Path) -> tuple[list[Tool], int]:
-    """What `build.check_manifest` counts, with the tools themselves: every tool built without
-    starting MCP servers, and how many servers are declared.
-
-    Raises:
-        ManifestError: every problem found, located.
-    """
-    import asyncio
-
-    from .build import build_generation
-    from .toolkit import ToolkitOptions
-
-    async def run() -> tuple[list[Tool], int]:
-        gen = await build_generation(
-            ToolkitOptions(source=source), number=1, previous=None, connect=False
-        )
-        try:
-            return list(gen.registry.tools()), len(gen.carry["mcp"])
-        finally:
-            await gen.resources.aclose()
-
-    return asyncio.run(run())

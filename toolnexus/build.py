@@ -308,9 +308,9 @@ def _checked_extra_tools(extra: Sequence[Tool]) -> list[Tool]:
     return list(extra)
 
 
-def check_manifest(source: str | Path) -> tuple[int, int]:
-    """Load a manifest and build every tool without starting MCP servers; returns how many
-    tools were built and how many MCP servers are declared (their tools come when they run).
+def check_manifest(source: str | Path) -> tuple[list[Tool], int]:
+    """Load a manifest and build every tool without starting MCP servers; returns the tools
+    built and how many MCP servers are declared (their tools come when they run).
 
     Raises:
         ManifestError: every problem found, located.
@@ -319,12 +319,12 @@ def check_manifest(source: str | Path) -> tuple[int, int]:
 
     from .toolkit import ToolkitOptions
 
-    async def run() -> tuple[int, int]:
+    async def run() -> tuple[list[Tool], int]:
         gen = await build_generation(
             ToolkitOptions(source=source), number=1, previous=None, connect=False
         )
         try:
-            return len(gen.registry), len(gen.carry["mcp"])
+            return list(gen.registry.tools()), len(gen.carry["mcp"])
         finally:
             await gen.resources.aclose()
 

@@ -167,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from ._strictness import build_for_check, not_strict, report
+    from ._strictness import not_strict, report
+    from .build import check_manifest
 
     failed = 0
     for path in args.files:
@@ -176,7 +177,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             failed += 1
             continue
         try:
-            built, servers = build_for_check(path)
+            built, servers = check_manifest(path)
             tools = len(built)
         except ManifestError as exc:
             for issue in exc.issues:
