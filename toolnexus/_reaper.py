@@ -84,11 +84,7 @@ def signal_all(pids: set[int], sig: int) -> None:
     Signals land one process at a time: a shell whose child got its SIGTERM a moment before
     its own would report "Terminated" into the call's output. So the processes are stopped
     first and continued once every signal is pending (a pending SIGTERM acts before a
-    continued process runs a single instruction of its own)."""
-    if sig == signal.SIGKILL:
-        _kill_each(pids, signal.SIGSTOP)  # SIGKILL needs no continuing: it acts on the stopped
-        _kill_each(pids, sig)
-        return
+    continued process runs a single instruction of its own; SIGKILL acts on the stopped)."""
     _kill_each(pids, signal.SIGSTOP)
     _kill_each(pids, sig)
     _kill_each(pids, signal.SIGCONT)
