@@ -67,9 +67,9 @@ async def _bench(url: str) -> None:
     import httpx
 
     from toolnexus import acreate_toolkit
-    from toolnexus._tokens import TokenStore
-    from toolnexus.sources._mcp_auth import AuthSettings
-    from toolnexus.sources._mcp_login import login
+    from toolnexus.mcp.auth import AuthSettings
+    from toolnexus.mcp.login import login
+    from toolnexus.mcp.tokens import TokenStore
 
     async def browser(authorization_url: str) -> None:
         async with httpx.AsyncClient(follow_redirects=True) as client:

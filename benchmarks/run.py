@@ -907,7 +907,7 @@ def _bench_memory() -> list[Row]:
 
 def bench_sandbox() -> None:
     from toolnexus import create_toolkit
-    from toolnexus.sandbox import SandboxPolicy, detect, wrap_command
+    from toolnexus.runtime.sandbox import SandboxPolicy, detect, wrap_command
 
     runs = 50
     rows: list[Row] = []
@@ -991,11 +991,11 @@ def bench_sandbox() -> None:
 
 
 def bench_process() -> None:
-    """What "no process outlives its call" costs: the reaper (`toolnexus/_reaper.py`) wraps
+    """What "no process outlives its call" costs: the reaper (`toolnexus/runtime/reaper.py`) wraps
     every command run without bwrap (no sandbox, and Landlock, whose own launcher it wraps).
     The variants run interleaved, so that the load of a shared machine hits each alike."""
-    from toolnexus.process import _reaper_argv, run_process
-    from toolnexus.sandbox import SandboxPolicy, detect, wrap_command
+    from toolnexus.runtime.process import _reaper_argv, run_process
+    from toolnexus.runtime.sandbox import SandboxPolicy, detect, wrap_command
 
     runs = 40
     rows: list[Row] = []

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from toolnexus.sandbox import detect
+from toolnexus.runtime.sandbox import detect
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SERVERS = Path(__file__).parent / "mcp_servers"

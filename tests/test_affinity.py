@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from toolnexus import Toolkit, create_toolkit, tool
-from toolnexus._affinity import ENV_VAR
+from toolnexus.runtime.affinity import ENV_VAR
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,

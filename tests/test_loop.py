@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from toolnexus._loop import LoopEnded, LoopThread, _Handoff
 from toolnexus.errors import UsageError
+from toolnexus.runtime.loop import LoopEnded, LoopThread, _Handoff
 
 
 async def _double(n: int) -> int:

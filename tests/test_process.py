@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolnexus.process import run_process, start_process
-from toolnexus.sandbox import SandboxPolicy, detect
+from toolnexus.runtime.process import run_process, start_process
+from toolnexus.runtime.sandbox import SandboxPolicy, detect
 
 from .conftest import only_mechanism
 

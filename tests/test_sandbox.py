@@ -24,8 +24,8 @@ import pytest
 
 from toolnexus.errors import ConfigError, SandboxUnavailable
 from toolnexus.manifest import load_manifest
-from toolnexus.process import ProcessResult, run_process
-from toolnexus.sandbox import (
+from toolnexus.runtime.process import ProcessResult, run_process
+from toolnexus.runtime.sandbox import (
     DEFAULT_ENV_ALLOW,
     PathRefused,
     SandboxPolicy,
@@ -677,9 +677,10 @@ async def test_a_program_in_a_virtualenv_under_tmp_still_starts(
 
 
 def test_the_manifest_schema_knows_every_sandbox_key() -> None:
-    from toolnexus import sandbox
+    from toolnexus.runtime import sandbox
 
-    schema = json.loads((Path(sandbox.__file__).parent / "manifest" / "schema.json").read_text())
+    package = Path(sandbox.__file__).parents[1]
+    schema = json.loads((package / "manifest" / "schema.json").read_text())
     assert set(schema["$defs"]["sandbox"]["properties"]) == set(sandbox._KEYS)  # pyright: ignore[reportPrivateUsage]
 
 

@@ -658,7 +658,7 @@ def test_validating_valid_arguments_never_imports_jsonschema() -> None:
 
 
 def test_every_jsonschema_keyword_is_either_modelled_or_delegated() -> None:
-    from toolnexus.schema import validate as module
+    from toolnexus.schema import checker as module
 
     keywords = set(Draft202012Validator.VALIDATORS)
     modelled = module._FAST_KEYWORDS | module._FALLBACK_KEYWORDS

@@ -31,7 +31,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 
 import toolnexus
 from toolnexus import ConfigError, acreate_toolkit, create_toolkit
-from toolnexus.serve import ServeOptions, app_from_env, build_server, http_app, serve
+from toolnexus.serve.server import ServeOptions, app_from_env, build_server, http_app, serve
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
 TOKEN = "test-token-0123456789"

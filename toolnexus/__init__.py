@@ -86,16 +86,11 @@ if TYPE_CHECKING:
         load_manifest,
         manifest_schema,
     )
+    from .mcp.callbacks import ElicitationHandler, SamplingHandler, ServerRequest
     from .middleware import (
         Call,
         Middleware,
         Next,
-    )
-    from .process import (
-        ProcessHandle,
-        ProcessResult,
-        run_process,
-        start_process,
     )
     from .registry import (
         Registry,
@@ -103,7 +98,13 @@ if TYPE_CHECKING:
     from .reload import (
         ReloadEvent,
     )
-    from .sandbox import (
+    from .runtime.process import (
+        ProcessHandle,
+        ProcessResult,
+        run_process,
+        start_process,
+    )
+    from .runtime.sandbox import (
         SandboxPolicy,
         confine_path,
     )
@@ -114,7 +115,6 @@ if TYPE_CHECKING:
         SearchState,
         ToolSearchSettings,
     )
-    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler, ServerRequest
     from .toolkit import (
         Toolkit,
         acreate_toolkit,
@@ -138,9 +138,9 @@ _EXPORTS: dict[str, str] = {
     "Progress": "base",
     "ProgressCallback": "base",
     "TextPart": "base",
-    "ServerRequest": "sources._mcp_callbacks",
-    "ElicitationHandler": "sources._mcp_callbacks",
-    "SamplingHandler": "sources._mcp_callbacks",
+    "ServerRequest": "mcp.callbacks",
+    "ElicitationHandler": "mcp.callbacks",
+    "SamplingHandler": "mcp.callbacks",
     "IncludeError": "errors",
     "InvalidArguments": "errors",
     "Manifest": "manifest",
@@ -155,13 +155,13 @@ _EXPORTS: dict[str, str] = {
     "Part": "base",
     "PathRefused": "errors",
     "PermissionRules": "approval",
-    "ProcessHandle": "process",
-    "ProcessResult": "process",
+    "ProcessHandle": "runtime.process",
+    "ProcessResult": "runtime.process",
     "Registry": "registry",
     "ReloadEvent": "reload",
     "ResourcePart": "base",
     "Result": "base",
-    "SandboxPolicy": "sandbox",
+    "SandboxPolicy": "runtime.sandbox",
     "SandboxUnavailable": "errors",
     "SearchState": "search",
     "SourceError": "errors",
@@ -180,16 +180,16 @@ _EXPORTS: dict[str, str] = {
     "acreate_toolkit": "toolkit",
     "compile_permissions": "approval",
     "compile_rules": "approval",
-    "confine_path": "sandbox",
+    "confine_path": "runtime.sandbox",
     "create_toolkit": "toolkit",
     "get_adapter": "adapters",
     "is_known_safe_command": "approval",
     "load_manifest": "manifest",
     "manifest_schema": "manifest",
-    "run_process": "process",
+    "run_process": "runtime.process",
     "sanitize_name": "schema",
     "split_command": "approval",
-    "start_process": "process",
+    "start_process": "runtime.process",
     "to_result": "base",
     "tool": "function",
     "tool_factory": "function",

@@ -23,7 +23,7 @@ from .approval import (
 from .base import Tool
 from .errors import ConfigError, ManifestIssue, manifest_error
 from .middleware import Middleware, from_config, timeout
-from .sandbox import SandboxPolicy
+from .runtime.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     from .manifest import Manifest, MiddlewareDecl
@@ -296,7 +296,7 @@ class AliasAware:
     def decide(self, tool: Tool, arguments: Mapping[str, Any], workspace: Path) -> Verdict:
         if not tool.meta.get("aliases"):
             return self.policy.decide(tool, arguments, workspace)
-        # The bare name of a `.mcp.json` tool namespaced for a clash (`_mcp_namespace`) names
+        # The bare name of a `.mcp.json` tool namespaced for a clash (`mcp.namespace`) names
         # several tools (other servers', or the manifest's own): it may restrict this one,
         # never allow it.
         bare = tool.meta.get("namespaced_from")

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .approval import ApprovalPolicy, Approver
+    from .mcp.callbacks import ElicitationHandler, SamplingHandler
     from .middleware import Middleware
-    from .sandbox import SandboxPolicy
-    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
+    from .runtime.sandbox import SandboxPolicy
 
 __all__ = [
     "JSON",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,6 @@ from ._attach import (
     manifest_middleware,
     manifest_permissions,
 )
-from ._mcp_namespace import mcp_json_servers, namespace_clashes
-from .approval import compile_rules
 from .base import Tool
 from .errors import (
     ConfigError,
@@ -36,18 +34,19 @@ from .errors import (
     manifest_error,
 )
 from .executor import Executor
+from .generation import Generation, ToolkitOptions
+from .mcp.namespace import mcp_json_servers, namespace_clashes
 from .registry import Registry
-from .sandbox import SandboxPolicy
+from .runtime.sandbox import SandboxPolicy
 from .search.plan import apply_search, mark, own_defer, settings_from
 
 if TYPE_CHECKING:
     import httpx
 
     from .manifest import Manifest, ServerDecl, ToolDecl
+    from .mcp.callbacks import McpHandlers
+    from .mcp.server import McpServer
     from .search.plan import ToolSearchSettings
-    from .sources._mcp_callbacks import McpHandlers
-    from .sources.mcp import McpServer
-    from .toolkit import Generation, Toolkit, ToolkitOptions
 
 __all__ = [
     "Builtins",
@@ -56,6 +55,7 @@ __all__ = [
     "check_manifest",
     "load_toolset",
     "server_tools",
+    "with_server_tools",
 ]
 
 PROTECTED = (".git/hooks", ".git/config")
@@ -89,7 +89,7 @@ async def build_generation(
     number: int,
     previous: Generation | None,
     connect: bool = True,
-    toolkit: Toolkit | None = None,
+    on_tools_changed: Callable[[McpServer], Awaitable[None]] | None = None,
 ) -> Generation:
     """A complete, ready generation, or an exception with nothing left open.
 
@@ -97,8 +97,7 @@ async def build_generation(
         ManifestError: every problem of the manifest and its tools, located.
         SourceError: a required MCP server did not start.
     """
-    from .sources._mcp_callbacks import McpHandlers
-    from .toolkit import Generation
+    from .mcp.callbacks import McpHandlers
 
     stack = AsyncExitStack()
     fresh: list[McpServer] = []
@@ -123,7 +122,7 @@ async def build_generation(
                 adopted=adopted,
                 issues=issues,
                 connect=connect,
-                toolkit=toolkit,
+                on_tools_changed=on_tools_changed,
                 handlers=McpHandlers(elicitation=options.elicitation, sampling=options.sampling),
                 roots=[Path(r) for r in roots],
             )
@@ -205,7 +204,7 @@ async def _off_the_loop(
         ManifestError: the build's own problems, or a build that did not finish in time
             (located at the entry whose module was importing, when there is one).
     """
-    from ._workers import run_in_worker
+    from .runtime.workers import run_in_worker
 
     progress: list[_Local] = []
     try:
@@ -315,10 +314,6 @@ def check_manifest(source: str | Path) -> tuple[list[Tool], int]:
     Raises:
         ManifestError: every problem found, located.
     """
-    import asyncio
-
-    from .toolkit import ToolkitOptions
-
     async def run() -> tuple[list[Tool], int]:
         gen = await build_generation(
             ToolkitOptions(source=source), number=1, previous=None, connect=False
@@ -545,58 +540,27 @@ async def _build_servers(
     adopted: set[Any],
     issues: Issues,
     connect: bool,
-    toolkit: Toolkit | None,
+    on_tools_changed: Callable[[McpServer], Awaitable[None]] | None,
     handlers: McpHandlers | None = None,
     roots: Sequence[Path] = (),
 ) -> list[Tool]:
-    from .sources.mcp import McpServer, McpServerSpec, McpServerState, connect_all
+    from .mcp.server import connect_all
+    from .sources.mcp import open_servers
 
-    old: dict[Any, McpServer] = previous.carry.get("mcp", {}) if previous is not None else {}
-    for decl in decls:
-        try:
-            entry = decl.spec
-            if "timeout" not in entry and decl.defaults.timeout is not None:
-                entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
-            if "max_output" not in entry and decl.defaults.max_output is not None:
-                entry = {**entry, "max_output": decl.defaults.max_output}
-            entry = {k: v for k, v in entry.items() if k != "defer"}  # the toolkit's, not MCP's
-            spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
-            stdio = "command" in decl.spec
-            sandbox = effective_sandbox(
-                decl.defaults.sandbox if stdio else None,
-                decl.spec.get("sandbox"),
-                decl.base_dir,
-                protected,
-            )
-            if sandbox is not None:
-                sandbox.check_process()
-            # The approval rules are compiled now so that a bad rule is reported at load.
-            if decl.spec.get("approval") is not None:
-                compile_rules(decl.spec["approval"], locate=lambda f: None)
-        except ConfigError as exc:
-            issues.add(decl, exc)
-            continue
-        # SandboxPolicy holds a dict (env_set): its repr is the hashable identity.
-        key = (spec, repr(sandbox))
-        server_decls[key] = decl
-        server = old.get(key)
-        if server is not None and server.status.state is McpServerState.FAILED:
-            # Its spec is unchanged but what stopped it may not be (a login made since, a
-            # server back up): a failed server is connected afresh, not carried over.
-            server = None
-        if server is not None:
-            adopted.add(key)
-        else:
-            server = McpServer(
-                spec,
-                sandbox=sandbox,
-                workspace=workspace,
-                on_tools_changed=_on_tools_changed(toolkit) if toolkit is not None else None,
-                handlers=handlers,
-                roots=roots,
-            )
-            fresh.append(server)
-        servers[key] = server
+    open_servers(
+        decls,
+        workspace=workspace,
+        protected=protected,
+        previous=previous.carry.get("mcp", {}) if previous is not None else {},
+        servers=servers,
+        server_decls=server_decls,
+        fresh=fresh,
+        adopted=adopted,
+        issues=issues,
+        on_tools_changed=on_tools_changed,
+        handlers=handlers,
+        roots=roots,
+    )
     if issues.items or not connect:
         return []
     await connect_all(fresh)
@@ -639,13 +603,49 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
     return out
 
 
-def _on_tools_changed(toolkit: Toolkit) -> Callable[[Any], Any]:
-    async def changed(server: Any) -> None:
-        from .reload import refresh_server_tools
+def with_server_tools(current: Generation, server: McpServer) -> Generation | None:
+    """The generation after `current` in which `server`'s tools are its new list, or None when
+    `current` does not hold that server (a generation since replaced it).
 
-        await refresh_server_tools(toolkit, server)
-
-    return changed
+    Everything else carries over: other tools, middleware, permissions, state and the live
+    resources, which the new generation takes from `current` (retiring it then closes nothing).
+    """
+    carry = current.carry
+    key = next((k for k, s in carry.get("mcp", {}).items() if s is server), None)
+    if key is None:
+        return None
+    fresh = server_tools(server, carry["decls"][key])
+    stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
+    kept = [t for t in current.registry.tools() if t.name not in stale]
+    namespaced = mcp_json_servers(carry["decls"].values())
+    merged = namespace_clashes([*kept, *fresh], namespaced)
+    old = current.executor
+    # A tool the server adds may be one a bare deny hides: hide it (and keep it out of the
+    # search) as a full build would, rather than reuse the old generation's set.
+    hidden = frozenset(t.name for t in merged if is_hidden(old.permissions, t))
+    registry = Registry(apply_search(merged, current.tool_search, hidden=hidden))
+    executor = Executor(
+        registry,
+        middleware=old.middleware,
+        permissions=old.permissions,
+        approver=old.approver,
+        workspace=old.workspace,
+        roots=old.roots[1:],
+        state=old.state,
+    )
+    new = dataclasses.replace(
+        current,
+        number=current.number + 1,
+        registry=registry,
+        hidden=hidden,
+        executor=executor,
+        inflight=0,
+        retired=False,
+    )
+    new.status[server.name] = server.status.to_dict()
+    current.resources = AsyncExitStack()
+    current.carry = {}
+    return new
 
 
 async def _close_unadopted(carry: dict[str, Any]) -> None:

@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from ._strictness import not_strict, report
+    from .adapters.strictness import not_strict, report
     from .build import check_manifest
 
     failed = 0
@@ -276,7 +276,7 @@ def _describe_sandbox(tool: Any) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from ._strictness import not_strict, report
+    from .adapters.strictness import not_strict, report
     from .toolkit import create_toolkit
 
     _require_file(args.file)
@@ -422,7 +422,7 @@ def _ripgrep() -> str | None:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from .sandbox import detect
+    from .runtime.sandbox import detect
 
     out = sys.stdout
     ok = _paint("ok", "32", out)
@@ -432,7 +432,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     out.write(f"sandbox     best mechanism: {support.best}\n")
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
         out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
-    from ._tokens import TokenStore
+    from .mcp.tokens import TokenStore
 
     store = TokenStore()
     records = [store.get(url) or {} for url in store.servers()]
@@ -531,7 +531,7 @@ async def _until_signal() -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .serve import ServeOptions, serve
+    from .serve.server import ServeOptions, serve
 
     _require_file(args.file)
     options = ServeOptions(
@@ -550,7 +550,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_login(args: argparse.Namespace) -> int:
-    from .sources._mcp_login import find_server, login, logout
+    from .mcp.login import find_server, login, logout
 
     if not args.server.startswith(("http://", "https://")):
         _require_file(args.manifest)

@@ -36,7 +36,7 @@ from .schema import Validator, compile_validator
 
 if TYPE_CHECKING:
     from .base import ProgressCallback
-    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
+    from .mcp.callbacks import ElicitationHandler, SamplingHandler
 
 __all__ = ["CallLike", "Executor", "as_tool_calls", "decode_arguments"]
 

@@ -13,8 +13,8 @@ Everything that can be decided once is decided when the tool is built: the schem
 argument becomes the hinted type, where the `ToolContext` goes, and which of a few specialised
 handlers runs the call. An async function with plain arguments costs one `await` and a
 `to_result` per call. Sync functions run in a worker thread so that they never block the loop
-(one thread per running call, see `_workers`: a function stuck past its timeout holds only its
-own).
+(one thread per running call, see `runtime.workers`: a function stuck past its timeout holds
+only its own).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast, overload
 
-from ._workers import run_in_worker
 from .base import Result, Tool, ToolContext, ToolHandler, to_result
 from .errors import ConfigError, UsageError
+from .runtime.workers import run_in_worker
 from .schema import FunctionSchema, check_name, check_schema, schema_from_function
 
 __all__ = [
@@ -228,8 +228,9 @@ def _build(
 
 
 def _in_worker(fn: Callable[..., Any], inline: bool) -> bool:
-    """Whether calls run `fn` on a worker thread, which a timeout cannot stop (see `_workers`):
-    `meta["worker_thread"]` lets the timeout say so instead of claiming the call was stopped."""
+    """Whether calls run `fn` on a worker thread, which a timeout cannot stop (see
+    `runtime.workers`): `meta["worker_thread"]` lets the timeout say so instead of claiming the
+    call was stopped."""
     return not inline and not is_async_callable(fn)
 
 

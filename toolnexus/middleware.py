@@ -25,6 +25,7 @@ from ._suggest import did_you_mean
 from .approval import Decision, Verdict
 from .base import Result, Tool, ToolContext
 from .errors import ConfigError
+from .redaction import SECRET_KEYS, redact_arguments
 from .tracing import trace
 
 __all__ = [
@@ -243,24 +244,6 @@ def rate_limit(calls: int, per: float = 1.0, *, per_tool: bool = True) -> Middle
         return await nxt(call)
 
     return rate_limit_middleware
-
-
-SECRET_KEYS = re.compile(
-    r"(pass(word|wd)?|secret|token|api[_-]?key|auth|credential|private[_-]?key|cookie|session)",
-    re.IGNORECASE,
-)
-
-
-def redact_arguments(value: Any, pattern: re.Pattern[str] = SECRET_KEYS) -> Any:
-    """A copy of `value` where every value under a secret-looking key is `***`."""
-    if isinstance(value, Mapping):
-        return {
-            k: "***" if isinstance(k, str) and pattern.search(k) else redact_arguments(v, pattern)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact_arguments(v, pattern) for v in value]
-    return value
 
 
 def audit(

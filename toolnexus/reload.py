@@ -1,5 +1,8 @@
-"""Hot reload: rebuild a toolkit's generation when its files change, swap it in atomically,
-and keep the last good generation running when the new build fails.
+"""Hot reload: what a reload did (`ReloadEvent`) and the watcher that triggers one.
+
+The toolkit rebuilds and swaps generations itself (`Toolkit.areload`); this module watches its
+files and asks it to, through a function the toolkit hands down, so it never reaches into the
+toolkit. A failed build keeps the last good generation running.
 
 Folders are watched, not files: an editor's atomic save (write a temp file, rename it over the
 original) replaces the inode, and a watch on the file itself goes deaf after the first save.
@@ -14,19 +17,17 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import ManifestError, ToolnexusError, UsageError
+from .errors import ManifestError
 
 if TYPE_CHECKING:
     from .base import Tool
-    from .toolkit import Generation, Toolkit
 
-__all__ = ["ReloadEvent", "Watcher", "refresh_server_tools", "reload_toolkit", "start_watching"]
+__all__ = ["ReloadEvent", "Watcher", "diff_tools", "files_named_by"]
 
 logger = logging.getLogger("toolnexus.reload")
 
@@ -68,9 +69,12 @@ class ReloadEvent:
         return f"generation {self.generation}: " + (" ".join(parts) or "tools refreshed")
 
 
-def _diff(old: Generation, new: Generation) -> tuple[tuple[str, ...], ...]:
-    before = {t.name: t for t in old.tools()}
-    after = {t.name: t for t in new.tools()}
+def diff_tools(
+    old: Iterable[Tool], new: Iterable[Tool]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The names added, removed and changed (as a model sees them) from `old` to `new`."""
+    before = {t.name: t for t in old}
+    after = {t.name: t for t in new}
     added = tuple(sorted(after.keys() - before.keys()))
     removed = tuple(sorted(before.keys() - after.keys()))
     changed = tuple(
@@ -94,141 +98,12 @@ def _signature(tool: Tool) -> tuple[Any, ...]:
     )
 
 
-async def reload_toolkit(toolkit: Toolkit, trigger: Iterable[str] = ()) -> ReloadEvent:
-    """Build the next generation and swap it in; on failure keep the current one.
-
-    Never raises for a bad manifest or a module that fails to import: the error is reported
-    through the event, `toolkit.last_reload`, the `on_reload` callbacks and logging. When the
-    toolkit is being watched, the files of the new generation are watched before any listener
-    hears of it, so an edit made in response to the event is never missed.
-
-    Raises:
-        UsageError: the toolkit is closed.
-    """
-    started = time.monotonic()
-    async with toolkit._lock:
-        current = toolkit._current()
-        try:
-            new = await toolkit._builder(current.number + 1, current)
-        except Exception as exc:  # boundary: any build failure keeps the last good tools
-            event = ReloadEvent(
-                kind="error",
-                generation=current.number,
-                error=exc,
-                duration=time.monotonic() - started,
-                trigger=tuple(trigger),
-            )
-            # Our own errors explain themselves; anything else is a bug worth its traceback.
-            logger.error("%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError))
-        else:
-            added, removed, changed = _diff(current, new)
-            await toolkit._install(new)
-            event = ReloadEvent(
-                kind="tools_changed" if (added or removed or changed) else "unchanged",
-                generation=new.number,
-                added=added,
-                removed=removed,
-                changed=changed,
-                duration=time.monotonic() - started,
-                trigger=tuple(trigger),
-            )
-            logger.info("%s", event.describe())
-        watcher = toolkit._watcher
-        if watcher is not None:
-            watcher.follow(_files_named_by(event.error))
-    await _notify(toolkit, event)
-    return event
-
-
-def _files_named_by(error: BaseException | None) -> set[Path]:
+def files_named_by(error: BaseException | None) -> set[Path]:
     """Files a failed build complained about: watched too, so that fixing one that the last
     good generation did not use (a new include) is seen."""
     if not isinstance(error, ManifestError):
         return set()
     return {Path(issue.file) for issue in error.issues if issue.file and Path(issue.file).is_file()}
-
-
-async def refresh_server_tools(toolkit: Toolkit, server: Any) -> ReloadEvent | None:
-    """An MCP server said its tools changed: swap in a generation with its new tool list.
-
-    Everything else (other tools, sessions, state) carries over unchanged; the new generation
-    takes over the live resources, so retiring the old one closes nothing.
-    """
-    import dataclasses
-    from contextlib import AsyncExitStack
-
-    from ._attach import is_hidden
-    from ._mcp_namespace import mcp_json_servers, namespace_clashes
-    from .build import server_tools
-    from .executor import Executor
-    from .registry import Registry
-    from .search.plan import apply_search
-
-    started = time.monotonic()
-    async with toolkit._lock:
-        try:
-            current = toolkit._current()
-        except UsageError:
-            return None
-        carry = current.carry
-        key = next((k for k, s in carry.get("mcp", {}).items() if s is server), None)
-        if key is None:
-            return None
-        fresh = server_tools(server, carry["decls"][key])
-        stale = {t.name for t in current.registry.tools() if t.meta.get("server") == server.name}
-        kept = [t for t in current.registry.tools() if t.name not in stale]
-        namespaced = mcp_json_servers(carry["decls"].values())
-        merged = namespace_clashes([*kept, *fresh], namespaced)
-        old = current.executor
-        # A tool the server adds may be one a bare deny hides: hide it (and keep it out of
-        # the search) as a full build would, rather than reuse the old generation's set.
-        hidden = frozenset(t.name for t in merged if is_hidden(old.permissions, t))
-        registry = Registry(apply_search(merged, current.tool_search, hidden=hidden))
-        executor = Executor(
-            registry,
-            middleware=old.middleware,
-            permissions=old.permissions,
-            approver=old.approver,
-            workspace=old.workspace,
-            roots=old.roots[1:],
-            state=old.state,
-        )
-        new = dataclasses.replace(
-            current,
-            number=current.number + 1,
-            registry=registry,
-            hidden=hidden,
-            executor=executor,
-            inflight=0,
-            retired=False,
-        )
-        new.status[server.name] = server.status.to_dict()
-        current.resources = AsyncExitStack()
-        current.carry = {}
-        added, removed, changed = _diff(current, new)
-        await toolkit._install(new)
-        event = ReloadEvent(
-            kind="tools_changed",
-            generation=new.number,
-            added=added,
-            removed=removed,
-            changed=changed,
-            duration=time.monotonic() - started,
-            trigger=(f"mcp:{server.name}",),
-        )
-    await _notify(toolkit, event)
-    return event
-
-
-async def _notify(toolkit: Toolkit, event: ReloadEvent) -> None:
-    toolkit.last_reload = event
-    for callback in list(toolkit.on_reload):
-        try:
-            outcome = callback(event)
-            if asyncio.iscoroutine(outcome):
-                await outcome
-        except Exception:  # a listener's bug must not stop reloads
-            logger.exception("on_reload callback failed")
 
 
 class _Feed:
@@ -273,15 +148,25 @@ class _Feed:
 
 
 class Watcher:
-    """Watches the folders of a toolkit's files and reloads on every relevant change.
+    """Watches the folders of a toolkit's files and asks for a reload on every relevant change.
 
-    Create it with `start_watching` (or `Toolkit.watch()`); `stop()` ends it.
+    `Toolkit.watch()` makes one; `stop()` ends it. `files` says which files to watch now (the
+    current generation's); `reload` rebuilds, given the files whose change triggered it, and is
+    run on `loop`.
     """
 
-    def __init__(self, toolkit: Toolkit, *, debounce_ms: int) -> None:
-        self.toolkit = toolkit
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        files: Callable[[], Iterable[Path]],
+        reload: Callable[[tuple[str, ...]], Awaitable[Any]],
+        debounce_ms: int,
+    ) -> None:
         self.debounce_ms = debounce_ms
-        self._loop = toolkit._loop
+        self._loop = loop
+        self._files_now = files
+        self._reload = reload
         self._files: frozenset[str] = frozenset()
         self._folders: list[str] = []
         self._feed: _Feed | None = None
@@ -316,16 +201,14 @@ class Watcher:
             self._task = self._loop.create_task(self._run(), name="toolnexus-reload")
 
     def follow(self, extra: Iterable[Path] = ()) -> None:
-        """Watch the files of the toolkit's current generation (plus `extra`).
+        """Watch the files `files` names now (plus `extra`).
 
         A new folder set gets a new feed before the old one is closed, so no change falls in
         between (a change seen by both only coalesces into the same reload).
         """
         if self._stopped:
             return
-        gen = self.toolkit._generation
-        paths = {Path(p) for p in gen.files} if gen is not None else set()
-        paths |= set(extra)
+        paths = {Path(p) for p in self._files_now()} | set(extra)
         self._files = frozenset(str(p) for p in paths)
         folders = sorted({str(p.parent) for p in paths if p.parent.is_dir()})
         if folders == self._folders:
@@ -368,7 +251,7 @@ class Watcher:
             hits = sorted(p for p in self._pending if p in self._files)
             self._pending.clear()
             if hits:
-                await reload_toolkit(self.toolkit, hits)
+                await self._reload(tuple(hits))
 
     async def stop(self) -> None:
         """Stop reloading and end every watch thread. Safe to call twice."""
@@ -387,26 +270,3 @@ class Watcher:
             while feed.thread.is_alive():
                 await asyncio.sleep(self.debounce_ms / 1000)
             feed.thread.join()
-
-
-def start_watching(toolkit: Toolkit, *, debounce_ms: int = 25) -> Watcher:
-    """Watch a toolkit's files and reload it on every change (what `Toolkit.watch()` does).
-
-    The watch is in place when this returns. Files: the manifest, its includes, OpenAPI
-    documents and the local Python modules its tools were imported from.
-
-    Args:
-        toolkit: an open toolkit.
-        debounce_ms: about how long files must stay quiet after a change before the reload
-            starts; changes closer together coalesce into one reload.
-
-    Raises:
-        UsageError: the toolkit is closed, or is already watched by another `Watcher`.
-    """
-    toolkit._current()
-    if toolkit._watcher is not None:
-        raise UsageError("this toolkit is already watched; stop its watcher before starting one")
-    watcher = Watcher(toolkit, debounce_ms=debounce_ms)
-    toolkit._watcher = watcher
-    watcher.start()
-    return watcher

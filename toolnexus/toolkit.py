@@ -9,88 +9,41 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
 from .approval import ApprovalPolicy, Approver, Decision, Verdict
 from .base import Result, Tool
-from .errors import UsageError
-from .executor import CallLike, Executor, as_tool_calls
+from .errors import ToolnexusError, UsageError
+from .executor import CallLike, as_tool_calls
+from .generation import Generation, Source, ToolkitOptions
 from .middleware import Middleware
-from .registry import Registry
+from .runtime.loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
 from .tracing import carry_context
 
 if TYPE_CHECKING:
     from .base import ProgressCallback
     from .build import Builtins
+    from .mcp.callbacks import ElicitationHandler, SamplingHandler
+    from .mcp.server import McpServer
     from .reload import ReloadEvent, Watcher
     from .search import SearchState, ToolSearchSettings
-    from .sources._mcp_callbacks import ElicitationHandler, SamplingHandler
 
 T = TypeVar("T")
 
-__all__ = ["Generation", "Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
+# Reloads are logged where they always were: under "toolnexus.reload".
+logger = logging.getLogger("toolnexus.reload")
 
-Source = str | Path | Mapping[str, Any] | None
-
+__all__ = ["Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
 
 class ToolkitState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-@dataclass(kw_only=True, eq=False)
-class Generation:
-    """One immutable build of a toolkit. Calls in flight finish on the generation they
-    started on; its resources close once it is retired and idle."""
-
-    number: int
-    registry: Registry
-    executor: Executor
-    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
-    """Closes the generation's live resources (MCP sessions, the HTTP client), last first."""
-    status: dict[str, Any] = field(default_factory=dict)
-    """Per source (MCP server...) status, for `Toolkit.status()`."""
-    files: tuple[Path, ...] = ()
-    """Every file this generation was built from (manifests, OpenAPI specs, Python modules)."""
-    hidden: frozenset[str] = frozenset()
-    """Tools denied outright by the permissions: callable never, listed never."""
-    name: str | None = None
-    """The manifest's `name:` (None without one)."""
-    carry: dict[str, Any] = field(default_factory=dict)
-    """Resources the next generation may adopt (MCP sessions keyed by their configuration)."""
-    tool_search: ToolSearchSettings | None = None
-    """The toolkit-wide tool search settings (applied again when an MCP server's tools
-    change)."""
-    inflight: int = 0
-    retired: bool = False
-    _idle: asyncio.Event | None = field(default=None, init=False, repr=False)
-
-    def enter(self) -> None:
-        self.inflight += 1
-
-    def leave(self) -> None:
-        self.inflight -= 1
-        if self.inflight == 0 and self._idle is not None:
-            self._idle.set()
-
-    async def wait_idle(self) -> None:
-        if self.inflight == 0:
-            return
-        self._idle = asyncio.Event()
-        if self.inflight:
-            await self._idle.wait()
-
-    def tools(self) -> list[Tool]:
-        if not self.hidden:
-            return list(self.registry.tools())
-        return [t for t in self.registry.tools() if t.name not in self.hidden]
 
 
 class Toolkit:
@@ -390,10 +343,15 @@ class Toolkit:
     # -- reload ----------------------------------------------------------------------------
 
     async def areload(self) -> ReloadEvent:
-        """Rebuild from the source now; keep the current tools if the new build fails."""
-        from .reload import reload_toolkit
+        """Rebuild from the source now; keep the current tools if the new build fails.
 
-        return await reload_toolkit(self)
+        Never raises for a bad manifest or a module that fails to import: the error is in the
+        event, in `last_reload`, told to the `on_reload` listeners and logged.
+
+        Raises:
+            UsageError: the toolkit is closed.
+        """
+        return await self._rebuild(())
 
     def reload(self) -> ReloadEvent:
         """Synchronous `areload`."""
@@ -401,12 +359,109 @@ class Toolkit:
         return self._run(self.areload())
 
     def watch(self, *, debounce_ms: int = 25) -> None:
-        """Start watching the source files; every change triggers a reload."""
-        from .reload import start_watching
+        """Start watching the source files; every change triggers a reload.
+
+        The watch is in place when this returns. Files: the manifest, its includes, OpenAPI
+        documents and the local Python modules its tools were imported from. `debounce_ms` is
+        about how long files must stay quiet before the reload starts; changes closer together
+        coalesce into one reload.
+        """
+        from .reload import Watcher
 
         self._current()
         if self._watcher is None:
-            self._watcher = start_watching(self, debounce_ms=debounce_ms)
+            self._watcher = Watcher(
+                self._loop, files=self._watched_files, reload=self._rebuild, debounce_ms=debounce_ms
+            )
+            self._watcher.start()
+
+    def _watched_files(self) -> tuple[Path, ...]:
+        """The files of the generation serving calls now (what the watcher follows)."""
+        gen = self._generation
+        return gen.files if gen is not None else ()
+
+    async def _rebuild(self, trigger: Iterable[str]) -> ReloadEvent:
+        """Build the next generation and swap it in (or keep this one); tell the listeners.
+
+        When the toolkit is watched, the files of the new generation are watched before any
+        listener hears of it, so an edit made in response to the event is never missed.
+        """
+        from .reload import ReloadEvent, diff_tools, files_named_by
+
+        started = time.monotonic()
+        async with self._lock:
+            current = self._current()
+            try:
+                new = await self._builder(current.number + 1, current)
+            except Exception as exc:  # boundary: any build failure keeps the last good tools
+                event = ReloadEvent(
+                    kind="error",
+                    generation=current.number,
+                    error=exc,
+                    duration=time.monotonic() - started,
+                    trigger=tuple(trigger),
+                )
+                # Our own errors explain themselves; anything else is a bug worth its traceback.
+                logger.error(
+                    "%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError)
+                )
+            else:
+                added, removed, changed = diff_tools(current.tools(), new.tools())
+                await self._install(new)
+                event = ReloadEvent(
+                    kind="tools_changed" if (added or removed or changed) else "unchanged",
+                    generation=new.number,
+                    added=added,
+                    removed=removed,
+                    changed=changed,
+                    duration=time.monotonic() - started,
+                    trigger=tuple(trigger),
+                )
+                logger.info("%s", event.describe())
+            if self._watcher is not None:
+                self._watcher.follow(files_named_by(event.error))
+        await self._notify(event)
+        return event
+
+    async def _server_tools_changed(self, server: McpServer) -> None:
+        """An MCP server said its tools changed: swap in a generation with its new list.
+
+        Everything else (other tools, sessions, state) carries over; the new generation takes
+        over the live resources, so retiring the old one closes nothing.
+        """
+        from .build import with_server_tools
+        from .reload import ReloadEvent, diff_tools
+
+        started = time.monotonic()
+        async with self._lock:
+            if self._generation is None or self._state is not ToolkitState.OPEN:
+                return
+            current = self._generation
+            new = with_server_tools(current, server)
+            if new is None:
+                return
+            added, removed, changed = diff_tools(current.tools(), new.tools())
+            await self._install(new)
+            event = ReloadEvent(
+                kind="tools_changed",
+                generation=new.number,
+                added=added,
+                removed=removed,
+                changed=changed,
+                duration=time.monotonic() - started,
+                trigger=(f"mcp:{server.name}",),
+            )
+        await self._notify(event)
+
+    async def _notify(self, event: ReloadEvent) -> None:
+        self.last_reload = event
+        for callback in list(self.on_reload):
+            try:
+                outcome = callback(event)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+            except Exception:  # a listener's bug must not stop reloads
+                logger.exception("on_reload callback failed")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -503,27 +558,6 @@ async def _close_state(state: dict[str, Any]) -> None:
             outcome = aclose()
             if asyncio.iscoroutine(outcome):
                 await outcome
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolkitOptions:
-    """Everything `create_toolkit` was given, kept so a reload can rebuild the same way."""
-
-    source: Source = None
-    extra_tools: tuple[Tool, ...] = ()
-    middleware: tuple[Middleware, ...] = ()
-    approver: Approver | None = None
-    permissions: ApprovalPolicy | None = None
-    builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """Builtin name (`"*"` for all) -> its options, from `builtins=` (see `builtin_options`)."""
-    workspace: Path | None = None
-    env: Mapping[str, str] | None = None
-    tool_search: Any = None
-    """`tool_search=` as given (True, a mapping like the manifest's block, or None)."""
-    elicitation: ElicitationHandler | None = None
-    """Answers MCP servers' `elicitation/create`; None: the capability is not declared."""
-    sampling: SamplingHandler | None = None
-    """Answers MCP servers' `sampling/createMessage`; None: the capability is not declared."""
 
 
 async def acreate_toolkit(
@@ -670,7 +704,11 @@ async def _create(
     toolkit: Toolkit | None = None
 
     async def builder(number: int, previous: Generation | None) -> Generation:
-        return await build_generation(options, number=number, previous=previous, toolkit=toolkit)
+        # The toolkit hears of a server's new tool list through a callback handed down.
+        changed = toolkit._server_tools_changed if toolkit is not None else None
+        return await build_generation(
+            options, number=number, previous=previous, on_tools_changed=changed
+        )
 
     toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
     gen = await builder(1, None)

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
+from .redaction import SECRET_KEYS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -215,7 +216,7 @@ def _end_attributes(
 def _masker(call: Call, mask_secrets: Callable[[str], str]) -> Callable[[str], str]:
     """`mask_secrets`, also masking the string values under the call's secret-looking argument
     keys: a tool's error often echoes its arguments, and the error text is always recorded."""
-    secret_keys = _secret_keys()
+    secret_keys = SECRET_KEYS
     found: set[str] = set()
 
     def collect(value: Any, secret: bool) -> None:
@@ -250,7 +251,7 @@ holding it, and a value that short protects nothing."""
 def _arguments_text(call: Call, mask_secrets: Callable[[str], str], max_chars: int) -> str:
     """The arguments as JSON, as the audit log writes them (`_masked(redact_arguments(...))`:
     secret-keyed values `***`, `${VAR}` values masked), in one pass: this runs on every call."""
-    cleaned = _cleaned(call.arguments, mask_secrets, _secret_keys())
+    cleaned = _cleaned(call.arguments, mask_secrets, SECRET_KEYS)
     return json.dumps(cleaned, ensure_ascii=False, default=str)[:max_chars]
 
 
@@ -274,16 +275,6 @@ def _cleaned(value: Any, mask: Callable[[str], str], secret: re.Pattern[str]) ->
 _SCALARS = (bool, int, float)
 
 
-def _secret_keys() -> re.Pattern[str]:
-    """The audit log's secret-looking keys (imported late: `middleware` imports this module)."""
-    if not _SECRET_KEYS:
-        from .middleware import SECRET_KEYS
-
-        _SECRET_KEYS.append(SECRET_KEYS)
-    return _SECRET_KEYS[0]
-
-
-_SECRET_KEYS: list[re.Pattern[str]] = []
 
 
 def _version() -> str:

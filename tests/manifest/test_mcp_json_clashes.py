@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from toolnexus import Tool, create_toolkit
-from toolnexus._mcp_namespace import namespace_clashes, namespaced_name
 from toolnexus.base import Result
 from toolnexus.errors import ManifestError
+from toolnexus.mcp.namespace import namespace_clashes, namespaced_name
 from toolnexus.schema import is_valid_name
 
 from ..conftest import MCP_SERVERS

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus._tokens import TokenStore, server_key, token_store_path
 from toolnexus.build import check_manifest
 from toolnexus.errors import ConfigError, ManifestError
-from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
-from toolnexus.sources.mcp import McpServerSpec
+from toolnexus.mcp.auth import AuthSettings, parse_auth
+from toolnexus.mcp.spec import McpServerSpec
+from toolnexus.mcp.tokens import TokenStore, server_key, token_store_path
 
 URL = "http://127.0.0.1:9/mcp"
 
@@ -182,7 +182,7 @@ def test_a_refused_refresh_keeps_tokens_another_process_saved(tmp_path: Path) ->
     a login whose stored tokens are the refused ones is marked expired."""
     from mcp.shared.auth import OAuthToken
 
-    from toolnexus.sources._mcp_auth import _StoredLogin
+    from toolnexus.mcp.auth import _StoredLogin
 
     store = TokenStore(tmp_path / "tokens.json")
     login = _StoredLogin(store, URL)
@@ -235,7 +235,7 @@ def test_login_names_the_servers_of_the_manifest(
 
 
 def test_refusals_in_words() -> None:
-    from toolnexus.sources._mcp_auth import LoginProblem, describe_refusal, oauth_hint
+    from toolnexus.mcp.auth import LoginProblem, describe_refusal, oauth_hint
 
     user = AuthSettings(grant="authorization_code")
     robot = AuthSettings(grant="client_credentials", client_id="r", client_secret="s")

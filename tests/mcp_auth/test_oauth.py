@@ -20,11 +20,11 @@ import httpx
 import pytest
 
 from toolnexus import create_toolkit
-from toolnexus._tokens import TokenStore
 from toolnexus.cli import main as cli_main
 from toolnexus.errors import SourceError
-from toolnexus.sources._mcp_auth import AuthSettings, parse_auth
-from toolnexus.sources._mcp_login import login
+from toolnexus.mcp.auth import AuthSettings, parse_auth
+from toolnexus.mcp.login import login
+from toolnexus.mcp.tokens import TokenStore
 
 from .conftest import Protected, ScriptedBrowser, _stop, start_protected
 

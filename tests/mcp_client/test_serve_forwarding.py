@@ -11,8 +11,8 @@ import mcp_types as types
 import pytest
 
 from toolnexus import acreate_toolkit
-from toolnexus._serve_forward import refuse_unforwarded
-from toolnexus.serve import build_server
+from toolnexus.serve.forward import refuse_unforwarded
+from toolnexus.serve.server import build_server
 
 from .conftest import manifest, stdio_entry
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from toolnexus.errors import ConfigError, SourceError
-from toolnexus.sources._spec_text import parse_spec_text
+from toolnexus.openapi.text import parse_spec_text
 
 from ..conftest import QuietHandler, start_http_server, stop_http_server
 from .conftest import Api, build, call, spec, write_spec

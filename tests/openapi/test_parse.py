@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from toolnexus.errors import SourceError
-from toolnexus.sources import _spec_text
-from toolnexus.sources._spec_text import parse_spec_text
+from toolnexus.openapi import text as _spec_text
+from toolnexus.openapi.text import parse_spec_text
 
 from .conftest import build, spec
 

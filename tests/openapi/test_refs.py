@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from toolnexus.errors import ConfigError, SourceError
-from toolnexus.sources import _openapi_refs
+from toolnexus.openapi import refs as _openapi_refs
 
 from .conftest import Api, build, call
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from toolnexus import Toolkit, acreate_toolkit
-from toolnexus.sandbox import detect
+from toolnexus.runtime.sandbox import detect
 
 from ..conftest import only_mechanism
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from toolnexus.errors import ConfigError
-from toolnexus.process import ProcessResult, run_process
-from toolnexus.sandbox import SandboxPolicy, detect, protected_git_paths
+from toolnexus.runtime.process import ProcessResult, run_process
+from toolnexus.runtime.sandbox import SandboxPolicy, detect, protected_git_paths
 
 from ..conftest import only_mechanism
 

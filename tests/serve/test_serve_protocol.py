@@ -275,7 +275,7 @@ async def test_a_client_asking_for_more_does_not_change_what_the_application_log
     import logging
 
     from toolnexus import acreate_toolkit
-    from toolnexus.serve import build_server
+    from toolnexus.serve.server import build_server
 
     seen: list[str] = []
 
@@ -310,7 +310,7 @@ async def test_logs_of_a_toolkit_on_its_own_loop_thread_arrive_before_the_result
     """`create_toolkit` runs calls on a private loop thread: the records cross to the
     server's loop and are all sent before the call's result."""
     from toolnexus import create_toolkit
-    from toolnexus.serve import build_server
+    from toolnexus.serve.server import build_server
 
     logs = Logs()
     with create_toolkit(manifest) as toolkit:

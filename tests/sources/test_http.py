@@ -16,7 +16,7 @@ import pytest
 from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError
 from toolnexus.manifest.interpolate import Secret
-from toolnexus.sandbox import SandboxPolicy
+from toolnexus.runtime.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.http import build_http_tool, translate_httpx_error
 

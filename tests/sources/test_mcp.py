@@ -18,13 +18,9 @@ import pytest
 
 from toolnexus.base import AudioPart, ImagePart, ResourcePart, Result, TextPart, Tool, ToolContext
 from toolnexus.errors import ConfigError, SourceError, ToolError, ToolTimeout, UsageError
-from toolnexus.sandbox import SandboxPolicy
-from toolnexus.sources.mcp import (
-    McpServer,
-    McpServerSpec,
-    McpServerState,
-    connect_all,
-)
+from toolnexus.mcp.server import McpServer, McpServerState, connect_all
+from toolnexus.mcp.spec import McpServerSpec
+from toolnexus.runtime.sandbox import SandboxPolicy
 
 from ..conftest import free_port, wait_for_port
 
@@ -639,7 +635,7 @@ def _validation_error() -> BaseException:
 def test_every_foreign_failure_becomes_a_tool_error(
     make: Any, kind: type[ToolError], retryable: bool, words: str
 ) -> None:
-    from toolnexus.sources._mcp_convert import translate_error
+    from toolnexus.mcp.convert import translate_error
 
     error = translate_error(make(), server="s", tool="t", timeout=2.0)
     assert type(error) is kind
@@ -690,14 +686,14 @@ def test_size_limits_are_read_per_server(tmp_path: Path) -> None:
     ],
 )
 def test_malformed_tool_entries_are_named_with_their_reason(entry: object, words: str) -> None:
-    from toolnexus.sources._mcp_convert import check_tool
+    from toolnexus.mcp.convert import check_tool
 
     reason = check_tool(entry, None)
     assert reason is not None and words in reason
 
 
 def test_a_good_tool_entry_passes_the_check() -> None:
-    from toolnexus.sources._mcp_convert import check_tool, listing_surface
+    from toolnexus.mcp.convert import check_tool, listing_surface
 
     entry = {"name": "web.search", "inputSchema": {"type": "object"}, "description": "d"}
     assert check_tool(entry, None) is None
@@ -811,7 +807,7 @@ async def test_garbage_at_start_up_is_reported_as_such() -> None:
 
 
 def test_http_statuses_are_named_with_what_to_do() -> None:
-    from toolnexus.sources._mcp_convert import describe_http_status
+    from toolnexus.mcp.convert import describe_http_status
 
     assert "token is missing" in describe_http_status((401, "Unauthorized", "u"))
     assert 'Authorization: "Bearer ${TOKEN}"' in describe_http_status((401, "Unauthorized", "u"))
@@ -829,7 +825,7 @@ def _sdk_stand_in() -> BaseException:
 
 
 def test_the_sdks_http_stand_in_becomes_the_status() -> None:
-    from toolnexus.sources._mcp_convert import translate_error
+    from toolnexus.mcp.convert import translate_error
 
     error = translate_error(
         _sdk_stand_in(),
@@ -848,8 +844,8 @@ def test_the_sdks_http_stand_in_becomes_the_status() -> None:
 def test_a_refused_answer_and_a_broken_stream_are_explained() -> None:
     from mcp.shared.exceptions import MCPError
 
-    from toolnexus.sources._mcp_convert import translate_error
-    from toolnexus.sources._mcp_stdio import MESSAGE_TOO_LARGE
+    from toolnexus.mcp.convert import translate_error
+    from toolnexus.mcp.stdio import MESSAGE_TOO_LARGE
 
     big = translate_error(
         MCPError(code=MESSAGE_TOO_LARGE, message="x"), server="s", tool="t", timeout=None

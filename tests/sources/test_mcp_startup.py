@@ -18,7 +18,7 @@ ECHO = REPO / "benchmarks" / "fixtures" / "echo_server.py"
 
 PROBE = """
 import json, sys
-from toolnexus._reaper import descendants
+from toolnexus.runtime.reaper import descendants
 
 seen = []
 

@@ -12,7 +12,7 @@ import pytest
 
 from toolnexus.base import Tool, ToolContext
 from toolnexus.errors import ConfigError, ToolError, ToolTimeout
-from toolnexus.sandbox import SandboxPolicy
+from toolnexus.runtime.sandbox import SandboxPolicy
 from toolnexus.sources import BuildContext
 from toolnexus.sources.python import build_python_tools, forget_local_modules, load_reference
 
@@ -361,7 +361,7 @@ async def test_an_isolated_call_past_its_timeout_is_said_to_be_killed(project: P
 
 @pytest.mark.anyio
 async def test_isolated_calls_are_confined_by_the_sandbox(project: Path) -> None:
-    from toolnexus.sandbox import detect
+    from toolnexus.runtime.sandbox import detect
 
     _write(project, "iso_write_p2.py", """
         from pathlib import Path

@@ -17,7 +17,7 @@ from toolnexus.base import Result, Tool, ToolContext
 from toolnexus.errors import ConfigError, ManifestSchemaError, ToolError
 from toolnexus.manifest import load_manifest
 from toolnexus.manifest.interpolate import Secret
-from toolnexus.sandbox import SandboxPolicy, detect
+from toolnexus.runtime.sandbox import SandboxPolicy, detect
 from toolnexus.sources import BuildContext
 from toolnexus.sources.shell import build_shell_tool
 

@@ -18,7 +18,7 @@ from mcp import StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
 from toolnexus import acreate_toolkit
-from toolnexus.serve import build_server, http_app
+from toolnexus.serve.server import build_server, http_app
 
 from .conftest import forecast, hello, star_repo
 

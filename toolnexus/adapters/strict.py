@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._refs import MISSING, resolve_pointer
 from ..errors import StrictSchemaError
 from ..schema import enum_type
+from ..schema.refs import MISSING, resolve_pointer
 
 __all__ = ["strict_schema"]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._refs import MISSING, resolve_pointer
 from .._suggest import did_you_mean
+from ..schema.refs import MISSING, resolve_pointer
 from .interpolate import Secret
 from .yamlpos import NodePath
 

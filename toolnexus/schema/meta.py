@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from .._refs import MISSING, resolve_pointer
 from .._suggest import did_you_mean
 from ..errors import ConfigError
 from ._paths import _join_path, _json_path
+from .refs import MISSING, resolve_pointer
 
 __all__ = ["check_schema"]
 

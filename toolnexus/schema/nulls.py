@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._refs import MISSING, resolve_pointer
-from .validate import _Compiler, _Unsupported, _Unsure
+from .checker import _Compiler, _Unsupported, _Unsure
+from .refs import MISSING, resolve_pointer
 
 __all__ = ["drop_null_optionals"]
 

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._workers import run_in_worker
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError
+from ..runtime.workers import run_in_worker
 from .index import MAX_PATTERN, SearchIndex, short_description
 from .state import SEARCH_METADATA
 

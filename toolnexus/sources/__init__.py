@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import httpx
 
-    from ..sandbox import SandboxPolicy
+    from ..runtime.sandbox import SandboxPolicy
 
 __all__ = ["BuildContext"]
 

@@ -14,7 +14,7 @@ Each operation becomes a tool named `prefix + operationId` (sanitized; `method_p
 `get_pets_petId`, when the operation has no id), described by its summary and description.
 The filters match the operationId as written (`repos/get`), sanitized (`repos_get`, as `list`
 shows it) or with the prefix, an exact operationId only its own operation; a plain name
-matching no operation is an error with the closest names (`_openapi_select.py`). Its
+matching no operation is an error with the closest names (`openapi/select.py`). Its
 arguments schema gathers:
 
 - path, query and header parameters, under their own names (a second parameter with the same
@@ -36,12 +36,12 @@ Defaults written in the description stay in the schema for the model to read but
 sent for an argument the caller left out: the server applies its own.
 
 `$ref`s are inlined, local ones and those to other files of a multi-file description
-(`_openapi_refs.py`: no leaving the description's folder, no network unless `remote_refs`); a
+(`openapi/refs.py`: no leaving the description's folder, no network unless `remote_refs`); a
 reference that leads back into itself is cut there (the cut schema accepts anything and says
 so in its description). OpenAPI 3.0 specifics (`nullable`, boolean
 `exclusiveMinimum`/`exclusiveMaximum`) are rewritten to JSON Schema 2020-12. Cookie
 parameters are not mapped. GET and HEAD operations are marked read-only. The document is
-parsed with the fastest reader that keeps the manifest's YAML safety (`_spec_text.py`).
+parsed with the fastest reader that keeps the manifest's YAML safety (`openapi/text.py`).
 
 Requests and responses behave exactly as for `http:` tools (same module, same limits), with
 `allow_hosts` set to the base URL's host.
@@ -56,11 +56,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
 from ..errors import ConfigError, SourceError
+from ..openapi.refs import Resolver
+from ..openapi.select import Selection
+from ..openapi.text import MAX_DOCUMENT_BYTES, parse_spec_text
 from ..schema import sanitize_name
 from . import BuildContext
-from ._openapi_refs import Resolver
-from ._openapi_select import Selection
-from ._spec_text import MAX_DOCUMENT_BYTES, parse_spec_text
 from ._template import Parameters, Slot, SlotKind, Template
 from .http import (
     DEFAULT_MAX_OUTPUT,

@@ -524,7 +524,7 @@ except BaseException as exc:
 
 def _isolate(t: Tool, ref: str, ctx: BuildContext) -> Tool:
     """`t` with a handler that runs each call in a fresh, sandboxed `python` child."""
-    from ..process import run_process
+    from ..runtime.process import run_process
 
     package_root = str(Path(__file__).resolve().parents[2])
     base_dir = str(ctx.base_dir.resolve())

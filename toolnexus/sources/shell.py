@@ -50,8 +50,8 @@ from typing import Any
 
 from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError, ToolError
-from ..process import ProcessResult, run_process
-from ..sandbox import SandboxPolicy, confine_path
+from ..runtime.process import ProcessResult, run_process
+from ..runtime.sandbox import SandboxPolicy, confine_path
 from . import BuildContext
 from ._template import (
     Parameters,

@@ -16,7 +16,7 @@ SDK leaves to its caller:
   browser flow: a 401 or an `insufficient_scope` 403 on a request is handed back as it is (the
   transport turns it into an error for that request; the connection stays usable), after one
   silent refresh when a refresh token is held, and the reason is recorded as a `LoginProblem`
-  whose message names `toolnexus login <server>`. Run by `toolnexus login` (`_mcp_login`) it
+  whose message names `toolnexus login <server>`. Run by `toolnexus login` (`mcp.login`) it
   does the whole flow in the browser.
 - For both grants, a request made with a valid token in hand goes straight out: the SDK's flow
   holds one lock until each answer's headers arrive, which made concurrent calls on a
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from .._tokens import TokenStore
 from ..errors import ConfigError
+from .tokens import TokenStore
 
 if TYPE_CHECKING:
     import httpx2

@@ -132,7 +132,7 @@ async def call_tool(
     try:
         with scope:
             if as_task:
-                from ._mcp_tasks import call_as_task
+                from .tasks import call_as_task
 
                 result = await call_as_task(
                     client, name, arguments, progress=listener, timeout=sdk_timeout, alive=alive

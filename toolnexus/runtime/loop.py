@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar, cast
 
-from ._affinity import LoopPin, enabled_by_env, pinning_loop
-from .errors import UsageError
+from ..errors import UsageError
+from .affinity import LoopPin, enabled_by_env, pinning_loop
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ class LoopThread:
     a hand-off and bumps an eventfd the loop watches, and the loop starts every queued hand-off
     in one callback. That skips asyncio's self-pipe (two reads, the second failing with EAGAIN)
     and a callback per call: about 5 µs of a ~45 µs sync call on our VM. `pin` co-schedules
-    sync callers with this thread (see `_affinity`); `colocate` defaults to the
+    sync callers with this thread (see `runtime.affinity`); `colocate` defaults to the
     `TOOLNEXUS_COLOCATE` environment variable (on unless it says 0).
     """
 

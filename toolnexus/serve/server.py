@@ -40,17 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .approval import Decision
-from .errors import ConfigError, ToolError
+from ..approval import Decision
+from ..errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
     import mcp.types
     from mcp.server.lowlevel import Server
     from starlette.applications import Starlette
 
-    from .approval import ApprovalRequest, Approver, Verdict
-    from .reload import ReloadEvent
-    from .toolkit import Toolkit
+    from ..approval import ApprovalRequest, Approver, Verdict
+    from ..reload import ReloadEvent
+    from ..toolkit import Toolkit
 
 __all__ = [
     "APPROVAL_TIMEOUT_S",
@@ -260,9 +260,9 @@ def _build_server(
     from mcp.server.subscriptions import ListenHandler
     from mcp.shared.exceptions import MCPDeprecationWarning
 
-    from ._serve_log import ClientLogLevels, forward_logs
-    from .adapters import mcp_result, mcp_tools
-    from .search.sessions import SessionStates
+    from ..adapters import mcp_result, mcp_tools
+    from ..search.sessions import SessionStates
+    from .log import ClientLogLevels, forward_logs
 
     name = name or toolkit.name or "toolnexus"
 
@@ -301,7 +301,7 @@ def _build_server(
             if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
                 return gate
             approver = gate
-        from ._serve_forward import forwarding
+        from .forward import forwarding
 
         async with forward_logs(ctx, params.name, log_levels.threshold(ctx)) as logs:
             result = await toolkit.aexecute(
@@ -321,7 +321,7 @@ def _build_server(
 
     with warnings.catch_warnings():
         # `logging/setLevel` is deprecated as of 2026-07-28, and still what handshake-era
-        # clients send; newer ones ask per request (see `_serve_log`).
+        # clients send; newer ones ask per request (see `serve.log`).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = ToolkitServer(
             name,
@@ -368,8 +368,8 @@ def _fingerprint(question: str) -> str:
 
 
 def _refusal(name: str, verdict: Verdict, why: str) -> mcp.types.CallToolResult:
-    from .adapters import mcp_result
-    from .base import Result
+    from ..adapters import mcp_result
+    from ..base import Result
 
     return mcp_result(
         Result.error(
@@ -487,8 +487,8 @@ async def serve_stdio(toolkit: Toolkit, *, name: str | None = None) -> None:
 
 
 async def _serve_stdio_manifest(manifest: Path, *, watch: bool) -> None:
-    from ._serve_forward import refuse_unforwarded as ask
-    from .toolkit import acreate_toolkit
+    from ..toolkit import acreate_toolkit
+    from .forward import refuse_unforwarded as ask
 
     async with await acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask) as tk:
         await serve_stdio(tk)
@@ -617,13 +617,13 @@ def http_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        from .toolkit import Toolkit, acreate_toolkit
+        from ..toolkit import Toolkit, acreate_toolkit
 
         async with AsyncExitStack() as stack:
             if isinstance(source, Toolkit):
                 toolkit = source
             else:
-                from ._serve_forward import refuse_unforwarded as ask
+                from .forward import refuse_unforwarded as ask
 
                 toolkit = await acreate_toolkit(
                     Path(source), watch=watch, elicitation=ask, sampling=ask
@@ -703,7 +703,7 @@ def serve(options: ServeOptions) -> None:
 
     import uvicorn
 
-    from .build import check_manifest
+    from ..build import check_manifest
 
     check_manifest(manifest)  # a broken manifest fails here, not once per worker
     host, port = address

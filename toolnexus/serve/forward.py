@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import Progress
-    from .sources._mcp_callbacks import ServerRequest
+    from ..base import Progress
+    from ..mcp.callbacks import ServerRequest
 
 __all__ = ["forwarding", "refuse_unforwarded"]
 

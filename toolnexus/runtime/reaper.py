@@ -167,13 +167,13 @@ def _prctl(option: int, value: int) -> None:
 
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL)
 """Signals the command gets with their default action (Python ignores SIGPIPE and SIGXFSZ)."""
-_SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "_sandbox_exec.py")
+_SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "launcher.py")
 
 
 def _spawn(command: list[str]) -> int:
     """Start the command with default signal actions and an empty signal mask.
 
-    The Landlock launcher (`python -I -S _sandbox_exec.py CONFIG -- argv`) is not started as a
+    The Landlock launcher (`python -I -S launcher.py CONFIG -- argv`) is not started as a
     second interpreter: a fork of this one runs it (it confines itself, then execs the command),
     which saves an interpreter start-up per call.
     """
@@ -185,9 +185,9 @@ def _spawn(command: list[str]) -> int:
             for sig in _RESET:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
-            import _sandbox_exec  # only this child needs it
+            import launcher  # only this child needs it
 
-            os._exit(_sandbox_exec.main(command[3:]))
+            os._exit(launcher.main(command[3:]))
         except BaseException as exc:  # noqa: BLE001 (the child must never return into the reaper)
             os.write(2, f"toolnexus sandbox: cannot start the launcher: {exc}\n".encode())
         os._exit(126)
@@ -203,7 +203,7 @@ def _report(fd: int, line: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 6 or argv[4] != "--":
-        print("usage: _reaper.py STATUS_FD PARENT GRACE -- command [args...]", file=sys.stderr)
+        print("usage: reaper.py STATUS_FD PARENT GRACE -- command [args...]", file=sys.stderr)
         return 2
     fd, parent, grace, command = int(argv[1]), int(argv[2]), float(argv[3]), argv[5:]
     os.set_inheritable(fd, False)

@@ -9,7 +9,7 @@ External references are held to these rules:
   downloaded from a URL may then reach files beside or below it on the same server;
 - every file is read once (a reference cycle across files ends like one inside a file: the
   schema is cut where it comes back to itself) and the files read together hold at most
-  `MAX_DOCUMENT_BYTES` (`_spec_text.py`), in at most `MAX_FILES` files.
+  `MAX_DOCUMENT_BYTES` (`openapi/text.py`), in at most `MAX_FILES` files.
 
 Each external file's own references are rewritten to absolute ones (`/abs/dir/user.yaml#/User`)
 when it is read, so a node taken from it can be inlined anywhere without knowing where it came
@@ -28,9 +28,9 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._refs import MISSING, resolve_pointer
 from ..errors import ConfigError, SourceError
-from ._spec_text import MAX_DOCUMENT_BYTES, parse_spec_text
+from ..schema.refs import MISSING, resolve_pointer
+from .text import MAX_DOCUMENT_BYTES, parse_spec_text
 
 __all__ = ["MAX_FILES", "Resolver"]
 

@@ -1,4 +1,4 @@
-"""The sandbox launcher: `python -I -S _sandbox_exec.py '<json>' -- argv...`.
+"""The sandbox launcher: `python -I -S launcher.py '<json>' -- argv...`.
 
 It runs in the child, between the spawner and the real command: it removes environment
 variables a spawner may have added, sets rlimits, applies Landlock (filesystem rights, TCP
@@ -913,7 +913,7 @@ def _exec(command: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: _sandbox_exec.py '<json>' -- command [args...]", file=sys.stderr)
+        print("usage: launcher.py '<json>' -- command [args...]", file=sys.stderr)
         return 2
     if argv[1].startswith("@"):  # a configuration too long for one argument
         with open(argv[1][1:]) as file:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import AudioPart, ImagePart, Part, ResourcePart, Result, TextPart, Tool, ToolHandler
 from ..errors import ConfigError, ToolError, ToolTimeout
-from ._mcp_stdio import MESSAGE_TOO_LARGE
-from ._template import head_tail
+from ..sources._template import head_tail
+from .stdio import MESSAGE_TOO_LARGE
 
 if TYPE_CHECKING:
     import mcp_types

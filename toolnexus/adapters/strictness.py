@@ -11,15 +11,15 @@ from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .base import Tool
+    from ..base import Tool
 
 __all__ = ["not_strict", "report"]
 
 
 def not_strict(tools: Iterable[Tool]) -> dict[str, str]:
     """Tool name -> why its schema cannot be made strict, for each tool that cannot."""
-    from .adapters.strict import strict_schema
-    from .errors import StrictSchemaError
+    from ..errors import StrictSchemaError
+    from .strict import strict_schema
 
     found: dict[str, str] = {}
     for tool in tools:

@@ -12,7 +12,7 @@ one manifest line means the same thing for the builtin `read` tool and for `cat`
   same launcher through rlimits in both chains. With the network off the launcher (inside bwrap
   too) also forks a small supervisor that answers, through seccomp user notification, the
   command's `connect()` calls on Unix-domain sockets and, under Landlock, the writes Landlock
-  cannot grant in the folders on the way to a protected path (see `_sandbox_exec`).
+  cannot grant in the folders on the way to a protected path (see `launcher`).
 
 A policy that cannot be enforced is never silently ignored: with `required=True` the call fails
 with `SandboxUnavailable` saying how to fix it; with `required=False` the process runs and
@@ -40,9 +40,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from . import _sandbox_exec as _lx
-from ._suggest import did_you_mean
-from .errors import ConfigError, PathRefused, SandboxUnavailable
+from .._suggest import did_you_mean
+from ..errors import ConfigError, PathRefused, SandboxUnavailable
+from . import launcher as _lx
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",
@@ -402,7 +402,7 @@ def _duration(value: Any, where: str) -> float | None:
     """Seconds in a `timeout` as the manifest writes it (`30`, `500ms`, `2m`): it must be > 0."""
     if value is None:
         return None
-    from .manifest.units import parse_duration  # the manifest's reading of units, loaded late
+    from ..manifest.units import parse_duration  # the manifest's reading of units, loaded late
 
     with contextlib.suppress(ValueError):  # worded below, with the value and the field
         if (seconds := parse_duration(value)) > 0:
@@ -417,7 +417,7 @@ def _size(value: Any, where: str, *, allow_units: bool) -> int | None:
     if value is None:
         return None
     if allow_units:
-        from .manifest.units import parse_size  # the manifest's reading of units, loaded late
+        from ..manifest.units import parse_size  # the manifest's reading of units, loaded late
 
         with contextlib.suppress(ValueError):  # worded below, with the value and the field
             if (size := parse_size(value)) > 0:
@@ -847,7 +847,7 @@ def _launcher(config: Mapping[str, Any]) -> list[str]:
 def _program_paths(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
     """Where the program and the Python it may be start from: the program's file, this
     interpreter's prefixes and import path, and toolnexus itself (isolated python tools)."""
-    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[1]]
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[2]]
     paths += [Path(p) for p in sys.path if p]
     if argv:
         found = shutil.which(argv[0], path=env.get("PATH", os.defpath))

@@ -30,11 +30,11 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
-from .base import Tool
-from .schema import sanitize_name
+from ..base import Tool
+from ..schema import sanitize_name
 
 if TYPE_CHECKING:
-    from .manifest import ServerDecl
+    from ..manifest import ServerDecl
 
 __all__ = ["mcp_json_servers", "namespace_clashes", "namespaced_name"]
 

@@ -7,7 +7,7 @@ starts a background job read piece by piece (`shell_output`, `shell_kill`). Both
   group (SIGTERM, `kill_grace` seconds, then SIGKILL), grandchildren included, and reap it;
 - make "no process outlives its call" hold beyond the group: under bwrap the command's pid
   namespace ends with it; otherwise (no sandbox, Landlock) the command runs under the reaper
-  (`_reaper.py`), a child subreaper that also catches `setsid` and double-fork escapees, and
+  (`reaper.py`), a child subreaper that also catches `setsid` and double-fork escapees, and
   that stops what the command left running as soon as the command exits (SIGTERM, the grace,
   SIGKILL), so a background child neither outlives the call nor holds it until its timeout;
 - read output as it comes with bounded memory: the first and last `max_output / 2` bytes of each
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from . import _reaper
+from . import reaper
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -46,8 +46,8 @@ _KILL_GRACE = 2.0
 # that escaped the group (a daemon that called setsid) may hold them open forever.
 _DRAIN_TIMEOUT = 1.0
 # After asking the reaper to SIGKILL everything, how long before it is itself killed as broken
-# (a process stuck in uninterruptible sleep makes it give up after `_reaper._GIVE_UP`).
-_REAPER_GIVE_UP = _reaper.GIVE_UP + 5.0
+# (a process stuck in uninterruptible sleep makes it give up after `reaper.GIVE_UP`).
+_REAPER_GIVE_UP = reaper.GIVE_UP + 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +179,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 @dataclass(frozen=True)
 class _Report:
-    """What the reaper said (`_reaper.py` describes the lines)."""
+    """What the reaper said (`reaper.py` describes the lines)."""
 
     error: tuple[int, str] | None = None
     """(exit code, message) when the command could not be started."""
@@ -230,7 +230,7 @@ class _Child:
         dies of it without passing it on, and its `--die-with-parent` then SIGKILLs them all
         at once, so the command would never get its grace."""
         if self.status is None:
-            _reaper.signal_all(_reaper.descendants(self.pid), signal.SIGTERM)
+            reaper.signal_all(reaper.descendants(self.pid), signal.SIGTERM)
         else:
             _killpg(self.pid, signal.SIGTERM)
         try:
@@ -290,7 +290,7 @@ def _limit(given: _Limit | None, policy: _Limit | None) -> _Limit | None:
 # it would cost as much as the rest of its start-up. `sys.path` gets its folder last, so that
 # nothing there shadows the standard library.
 _REAPER_BOOT = (
-    "import sys; sys.path.append(sys.argv.pop(1)); from _reaper import main; "
+    "import sys; sys.path.append(sys.argv.pop(1)); from reaper import main; "
     "sys.exit(main(sys.argv))"
 )
 
@@ -298,7 +298,7 @@ _REAPER_BOOT = (
 def _reaper_argv(status_fd: int, grace: float) -> list[str]:
     """`python -I -S -c BOOT DIR FD PARENT GRACE --`: isolated mode keeps the command's
     environment and the user's site-packages out of the reaper (and start-up short)."""
-    folder = os.path.dirname(_reaper.__file__)
+    folder = os.path.dirname(reaper.__file__)
     return [sys.executable, "-I", "-S", "-c", _REAPER_BOOT, folder, str(status_fd),
             str(os.getpid()), repr(grace), "--"]  # fmt: skip
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .._workers import run_in_worker
+from ..runtime.workers import run_in_worker
 
 if TYPE_CHECKING:
     import mcp_types

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 if TYPE_CHECKING:
     import mcp.types
 
-    from .base import Result
-    from .middleware import Call, Middleware, Next
+    from ..base import Result
+    from ..middleware import Call, Middleware, Next
 
 __all__ = ["DEFAULT_LEVEL", "MAX_PENDING", "ClientLogLevels", "forward_logs", "mcp_level"]
 

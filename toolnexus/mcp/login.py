@@ -1,5 +1,5 @@
 """`toolnexus login` and `logout`: the browser flow of `auth: oauth`, with a loopback
-redirect listener on 127.0.0.1 (RFC 8252), on the provider of `_mcp_auth`.
+redirect listener on 127.0.0.1 (RFC 8252), on the provider of `mcp.auth`.
 
 The authorization page is opened with the system browser (`webbrowser`, in a thread: a browser
 command may wait for its window to close) and its URL is always printed, for a machine without
@@ -17,9 +17,9 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, urlsplit
 
-from .._tokens import TokenStore
 from ..errors import ConfigError, SourceError
-from ._mcp_auth import AuthSettings, _Browser, _StoredLogin, _user_login_class
+from .auth import AuthSettings, _Browser, _StoredLogin, _user_login_class
+from .tokens import TokenStore
 
 if TYPE_CHECKING:
     import httpx2
@@ -259,7 +259,7 @@ def find_server(manifest: Any, server: str) -> tuple[str, str, AuthSettings]:
         ManifestError: the manifest does not load.
     """
     from ..manifest import load_manifest
-    from .mcp import McpServerSpec
+    from .spec import McpServerSpec
 
     if server.startswith(("http://", "https://")):
         return server, server, AuthSettings(grant="authorization_code")
