@@ -140,7 +140,7 @@ def test_printing_a_lot_does_not_grow_memory(tmp_path: Path) -> None:
     probe = """
 import asyncio, json, resource, sys
 from pathlib import Path
-from toolnexus.process import run_process
+from toolnexus.runtime.process import run_process
 async def main():
     await run_process(["true"], cwd=Path("."), timeout=10, max_output=30000)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -442,7 +442,7 @@ def test_the_tree_dies_with_the_toolkit_process(tmp_path: Path) -> None:
     probe = f"""
 import asyncio
 from pathlib import Path
-from toolnexus.process import run_process
+from toolnexus.runtime.process import run_process
 script = "setsid sh -c 'echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 300' & wait"
 asyncio.run(run_process(["sh", "-c", script], cwd=Path("."), timeout=60, max_output=100))
 """

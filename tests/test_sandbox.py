@@ -322,8 +322,8 @@ print("forked", len(children))
 _AS_USER = """
 import asyncio, json, sys
 from pathlib import Path
-from toolnexus.process import run_process
-from toolnexus.sandbox import SandboxPolicy
+from toolnexus.runtime.process import run_process
+from toolnexus.runtime.sandbox import SandboxPolicy
 ws = Path(sys.argv[1])
 async def main():
     out = {}

@@ -8,7 +8,7 @@ metadata document, authorization code with PKCE, refresh, and the scope union of
 module adds is what a library that runs agents without a person at the keyboard needs and the
 SDK leaves to its caller:
 
-- `_StoredLogin`, the SDK's `TokenStorage` over the user's token file (`toolnexus._tokens`),
+- `_StoredLogin`, the SDK's `TokenStorage` over the user's token file (`toolnexus.mcp.tokens`),
   which also keeps the absolute expiry and the discovered metadata: the SDK forgets both between
   processes, so a fresh process would send an expired token first and refresh against a guessed
   `/token` on the MCP server's own host.

@@ -34,7 +34,7 @@ that timed out is an error result. `max_output` bounds each stream (head and tai
 with a note of how many bytes were left out between them). Metadata: exit_code, duration,
 truncated, timed_out, stopped, mechanism (the sandbox that confined it) and unconfined.
 
-No process outlives its call (`toolnexus.process`): on timeout the command and everything it
+No process outlives its call (`toolnexus.runtime.process`): on timeout the command and everything it
 started get SIGTERM, then SIGKILL `kill_grace` seconds later (default 2, also settable in
 `defaults`); the call answers as soon as the command itself exits, and what it left running
 in the background is stopped the same way, with a note saying how many processes were.
