@@ -23,8 +23,6 @@ __all__ = ["Check"]
 
 Check = Callable[[Any], bool]
 
-Check = Callable[[Any], bool]
-
 
 class _Unsure(Exception):
     """The fast checker met something it does not model exactly; jsonschema must decide."""
