@@ -477,6 +477,10 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         stream = sys.stderr if event.error else sys.stdout
         mark = _paint("✗", "31", stream) if event.error else _paint("✓", "32", stream)
         stream.write(f"{mark} {event.describe()}\n")
+        watch = toolkit.watch_status()
+        if watch is not None and watch["state"] == "lost":
+            missing = ", ".join(watch["missing"])
+            stream.write(f"  watching for {missing} to come back\n")
         stream.flush()
 
     with create_toolkit(args.file) as toolkit, _quiet("toolnexus.reload"):

@@ -6,6 +6,12 @@ toolkit. A failed build keeps the last good generation running.
 
 Folders are watched, not files: an editor's atomic save (write a temp file, rename it over the
 original) replaces the inode, and a watch on the file itself goes deaf after the first save.
+A watch on a folder follows the folder, not its name, so the folder's own parent is watched too,
+and so is every symbolic link on the way to a file: a deployment that renames a new folder over
+the old one, deletes and recreates it, or swaps a `..data` link (a Kubernetes ConfigMap volume)
+changes a path on the way to the manifest, and the watcher then watches what is there now and
+reloads. A file that is gone is reported (`Watcher.status`) and its nearest existing folder is
+watched, so the watch recovers by itself when the file comes back.
 Each folder set is watched by one watchfiles `RustNotify` (its documented Rust backend), built
 synchronously so that the watch is in place when `Toolkit.watch()` returns and before a reload's
 listeners hear of a new file set, and polled on a thread of its own that `Watcher.stop` joins.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -168,7 +175,10 @@ class Watcher:
         self._files_now = files
         self._reload = reload
         self._files: frozenset[str] = frozenset()
-        self._folders: list[str] = []
+        self._points: frozenset[str] = frozenset()
+        self._ancestors: frozenset[str] = frozenset()
+        self._missing: frozenset[str] = frozenset()
+        self._folders: list[tuple[str, tuple[int, int] | None]] = []
         self._feed: _Feed | None = None
         self._closed_feeds: list[_Feed] = []
         self._pending: set[str] = set()
@@ -180,6 +190,16 @@ class Watcher:
     def files(self) -> frozenset[Path]:
         """The files whose change triggers a reload."""
         return frozenset(Path(f) for f in self._files)
+
+    def status(self) -> dict[str, Any]:
+        """`state` is `watching`, or `lost` while a watched file is gone (`missing` names
+        them; the last good tools keep running, and the watch recovers when they return)."""
+        missing = sorted(self._missing)
+        return {
+            "state": "lost" if missing else "watching",
+            "missing": missing,
+            "files": len(self._files),
+        }
 
     def start(self) -> None:
         """Watch the current generation's files now; reload from the toolkit's loop.
@@ -201,33 +221,45 @@ class Watcher:
             self._task = self._loop.create_task(self._run(), name="toolnexus-reload")
 
     def follow(self, extra: Iterable[Path] = ()) -> None:
-        """Watch the files `files` names now (plus `extra`).
+        """Watch the files `files` names now (plus `extra`), through whatever folders and links
+        lead to them now.
 
         A new folder set gets a new feed before the old one is closed, so no change falls in
-        between (a change seen by both only coalesces into the same reload).
+        between (a change seen by both only coalesces into the same reload). A file that was
+        missing and is back is treated as changed: the reload that follows sees it.
         """
         if self._stopped:
             return
         paths = {Path(p) for p in self._files_now()} | set(extra)
+        points = {point for p in paths for point in _watch_points(p)}
         self._files = frozenset(str(p) for p in paths)
-        folders = sorted({str(p.parent) for p in paths if p.parent.is_dir()})
+        self._points = frozenset(str(p) for p in points)
+        # A folder on the way renamed, deleted or created is a change to the files below it.
+        self._ancestors = frozenset(str(a) for p in points for a in p.parents)
+        missing = frozenset(str(p) for p in paths if not p.exists())
+        back = self._missing - missing
+        self._missing = missing
+        if back:
+            self._receive({(0, path) for path in back})
+        folders = _folders_for(points)
         if folders == self._folders:
             return
+        names = [name for name, _ in folders]
         try:
             feed = (
                 _Feed(
-                    folders,
+                    names,
                     self._deliver,
                     debounce_ms=max(self.debounce_ms * 10, 500),
                     # A batch ends after one quiet step: between one and two steps after the
                     # last change, so half the debounce keeps the wait near `debounce_ms`.
                     step_ms=max(5, self.debounce_ms // 2),
                 )
-                if folders
+                if names
                 else None
             )
         except OSError as exc:  # a folder vanished meanwhile: keep the watch we have
-            logger.warning("cannot watch %s: %s; still watching %s", folders, exc, self._folders)
+            logger.warning("cannot watch %s: %s; still watching %s", names, exc, self._folders)
             return
         old, self._feed, self._folders = self._feed, feed, folders
         self._closed_feeds = [f for f in self._closed_feeds if f.thread.is_alive()]
@@ -248,9 +280,14 @@ class Watcher:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            hits = sorted(p for p in self._pending if p in self._files)
+            hits = sorted(
+                p for p in self._pending if p in self._points or p in self._ancestors
+            )
             self._pending.clear()
             if hits:
+                # What a path on the way leads to may have changed: watch what is there now,
+                # before the rebuild reads it, so that no later change falls in between.
+                self.follow()
                 await self._reload(tuple(hits))
 
     async def stop(self) -> None:
@@ -270,3 +307,73 @@ class Watcher:
             while feed.thread.is_alive():
                 await asyncio.sleep(self.debounce_ms / 1000)
             feed.thread.join()
+
+
+_MAX_LINKS = 40
+"""Symbolic links followed while resolving one path, as the kernel's own limit."""
+
+
+def _watch_points(path: Path) -> set[Path]:
+    """`path`, every symbolic link met while resolving it, and where it leads: a change to any
+    of them (a `..data` link swapped, a link retargeted) changes what `path` reads."""
+    path = path.absolute()
+    points = {path}
+    parts = list(path.parts[1:])
+    current = Path(path.anchor)
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":  # `current` is a resolved prefix, so its parent is the real one
+            current = current.parent
+            continue
+        candidate = current / part
+        if candidate.is_symlink() and hops < _MAX_LINKS:
+            hops += 1
+            points.add(candidate)
+            try:
+                target = Path(os.readlink(candidate))
+            except OSError:  # removed meanwhile: it stays a point, and is watched by name
+                current = candidate
+                continue
+            if target.is_absolute():
+                current = Path(target.anchor)
+                parts = list(target.parts[1:]) + parts
+            else:
+                parts = list(target.parts) + parts
+            continue
+        current = candidate
+    points.add(current)
+    return points
+
+
+def _folders_for(points: Iterable[Path]) -> list[tuple[str, tuple[int, int] | None]]:
+    """The folders to watch for `points`, each with its identity (device, inode).
+
+    For each point: its folder and that folder's parent (a watch follows the folder it was put
+    on, so a folder renamed over is only seen from above); for a folder that is gone, its nearest
+    existing ancestor, which sees it come back. The identities make a folder swapped under the
+    same name a new folder set, so the watch moves to the new one.
+    """
+    folders: set[Path] = set()
+    for point in points:
+        folder = _existing(point.parent)
+        folders.add(folder)
+        if folder == point.parent:
+            folders.add(_existing(folder.parent))
+    return [(str(f), _identity(f)) for f in sorted(folders)]
+
+
+def _existing(folder: Path) -> Path:
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = folder.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

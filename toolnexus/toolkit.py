@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -66,6 +67,11 @@ class Toolkit:
         self._fork = fork_count()
         self._builder = builder
         self.source = source
+        # The manifest's path as given, made absolute now (before the cwd may change): None for
+        # YAML text (a string with a newline), a mapping or no manifest.
+        self._source_path: Path | None = None
+        if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source):
+            self._source_path = Path(source).absolute()
         self._generation: Generation | None = None
         self._calls: set[asyncio.Task[Any]] = set()
         """Tasks running a call right now: closing the toolkit cancels them."""
@@ -375,10 +381,20 @@ class Toolkit:
             )
             self._watcher.start()
 
+    def watch_status(self) -> dict[str, Any] | None:
+        """The watcher's state (None when not watching): `state` is `watching`, or `lost` while
+        a watched file is gone (`missing`); the last good tools keep running meanwhile, and the
+        watch recovers by itself when the files come back. Apart from `status()`, which is keyed
+        by source name, so that it cannot clash with an MCP server's."""
+        return self._watcher.status() if self._watcher is not None else None
+
     def _watched_files(self) -> tuple[Path, ...]:
-        """The files of the generation serving calls now (what the watcher follows)."""
+        """The files of the generation serving calls now, and the manifest's path as given (the
+        generation's are resolved; a link on the way, such as a ConfigMap's `..data`, is seen
+        only from the path as given)."""
         gen = self._generation
-        return gen.files if gen is not None else ()
+        files = gen.files if gen is not None else ()
+        return files if self._source_path is None else (*files, self._source_path)
 
     async def _rebuild(self, trigger: Iterable[str]) -> ReloadEvent:
         """Build the next generation and swap it in (or keep this one); tell the listeners.

@@ -649,7 +649,11 @@ def http_app(
         toolkit = endpoint.toolkit
         if toolkit is None:
             return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ok", "generation": toolkit.generation})
+        body: dict[str, Any] = {"status": "ok", "generation": toolkit.generation}
+        watch = toolkit.watch_status()
+        if watch is not None:  # how many files are gone, never which (no token is needed here)
+            body["watch"] = {"state": watch["state"], "missing": len(watch["missing"])}
+        return JSONResponse(body)
 
     middleware = [Middleware(_BearerAuth, token=token)] if token else []
     return Starlette(
