@@ -66,12 +66,12 @@ def _type(schema: JSON, nested: dict[str, str]) -> str:
         return f"[{name}](#{_anchor(name)})"
     if "const" in schema:
         return f"`{json.dumps(schema['const'])}`"
+    if id(schema) in nested:
+        return f"mapping ([below](#{nested[id(schema)]}))"
     for key in ("anyOf", "oneOf"):
         if key in schema:
             return " or ".join(_type(branch, nested) for branch in schema[key])
     kind = schema.get("type")
-    if id(schema) in nested:
-        return f"mapping ([below](#{nested[id(schema)]}))"
     if isinstance(kind, list):
         return " or ".join(kind)
     if kind == "array":
@@ -83,7 +83,8 @@ def _type(schema: JSON, nested: dict[str, str]) -> str:
             return f"mapping of name → {_type(extra, nested)}"
         return "mapping"
     if "enum" in schema and kind is None:
-        return "one of the values"
+        kinds = {type(v).__name__ for v in schema["enum"]}
+        return "string" if kinds == {"str"} else "value"
     return str(kind) if kind else "any"
 
 
@@ -96,6 +97,9 @@ def _details(schema: JSON) -> str:
         for branch in schema.get(key, []):
             if "enum" in branch and "$ref" not in branch:
                 out.append("one of " + ", ".join(f"`{json.dumps(v)}`" for v in branch["enum"]))
+    names = schema.get("propertyNames", {}).get("enum")
+    if names:
+        out.append("one key, one of " + ", ".join(f"`{n}`" for n in names))
     if "default" in schema:
         out.append(f"default `{json.dumps(schema['default'])}`")
     for key, words in (("minimum", "at least"), ("minItems", "at least"), ("minLength", "")):
@@ -119,11 +123,11 @@ def _object_section(title: str, path: str, schema: JSON, level: int) -> list[str
     properties: JSON = schema.get("properties", {})
     for key, sub in properties.items():
         branches = [sub, *sub.get("anyOf", []), *sub.get("oneOf", [])]
-        for branch in branches:
-            if _is_section(branch):
-                sub_path = f"{path}.{key}"
-                nested[id(branch)] = _anchor(sub_path)
-                later.append((f"`{sub_path}`", sub_path, branch))
+        sections = [branch for branch in branches if _is_section(branch)]
+        for i, branch in enumerate(sections, 1):
+            sub_path = f"{path}.{key}" + (f"[{i}]" if len(sections) > 1 else "")
+            nested[id(branch)] = _anchor(sub_path)
+            later.append((f"`{sub_path}`", sub_path, branch))
     lines = [f"{'#' * level} {title} {{#{_anchor(path)}}}", ""]
     if schema.get("description"):
         lines += [schema["description"], ""]
@@ -155,6 +159,11 @@ def _def_section(name: str, schema: JSON) -> list[str]:
     if schema.get("description"):
         lines += [schema["description"], ""]
     branches = schema.get("anyOf") or schema.get("oneOf") or []
+    items = schema.get("items", {})
+    item_forms = items.get("anyOf") or items.get("oneOf")
+    if not branches and schema.get("type") == "array" and item_forms:
+        lines += ["A list; each entry takes one of these forms:", ""]
+        branches = item_forms
     if branches:
         lines += ["| form | type | description | values |", "|---|---|---|---|"]
         for i, branch in enumerate(branches, 1):
@@ -165,14 +174,7 @@ def _def_section(name: str, schema: JSON) -> list[str]:
         lines.append("")
         for i, branch in enumerate(branches, 1):
             if _is_section(branch):
-                lines += _object_section(f"`{name}`, form {i}", f"{name}-{i}", branch, 4)
-            for key in ("properties",):
-                for prop, sub in branch.get(key, {}).items():
-                    for inner in sub.get("anyOf", []):
-                        if _is_section(inner):
-                            lines += _object_section(
-                                f"`{name}`, `{prop}` options", f"{name}-{prop}", inner, 4
-                            )
+                lines += _object_section(f"`{name}`, form {i}", f"{name}[{i}]", branch, 4)
     elif "items" in schema or "type" in schema:
         lines += [f"Type: {_type(schema, {})}. {_details(schema)}".strip(), ""]
     return lines
@@ -185,7 +187,7 @@ def manifest_reference(schema: JSON | None = None) -> str:
         schema = json.loads(path.read_text(encoding="utf-8"))
     defs: JSON = schema.get("$defs", {})
     lines = ["## Top level", ""]
-    lines += _object_section("Keys of a manifest", "manifest", schema, 3)[2:]
+    lines += _object_section("Keys of a manifest", "manifest", schema, 2)[2:]
     lines += ["## Definitions", ""]
     order = [name for name in TITLES if name in defs] + [n for n in defs if n not in TITLES]
     for name in order:
@@ -236,13 +238,18 @@ def _argument_rows(parser: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
+def _sentence(text: str) -> str:
+    text = _cell(text)
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     """Every command of `toolnexus` with its usage, arguments and help, from its parser."""
     parser = parser or _parser()
     lines = []
     for name, help_text, sub in _subcommands(parser):
         usage = " ".join(sub.format_usage().split()).removeprefix("usage: ")
-        lines += [f"### `toolnexus {name}`", "", _cell(help_text).capitalize() + ".", ""]
+        lines += [f"### `toolnexus {name}`", "", _sentence(help_text), ""]
         lines += ["```text", usage, "```", ""]
         rows = _argument_rows(sub)
         if rows:
