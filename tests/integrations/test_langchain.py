@@ -597,15 +597,14 @@ def test_import_toolnexus_does_not_import_langchain() -> None:
 def test_the_readme_example_pauses_on_ask_and_resumes(
     toolkit: Toolkit, workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("\n### LangChain and LangGraph\n")
-    (example,) = re.findall(
-        r"```python\n(.*?)```", readme[start : readme.index("\n## ", start)], re.S
-    )
+    page = (Path(__file__).resolve().parents[2] / "docs" / "frameworks.md").read_text("utf-8")
+    start = page.index("\n## LangChain and LangGraph\n")
+    end = page.find("\n## ", start + 1)
+    (example,) = re.findall(r"```python\n(.*?)```", page[start : end if end != -1 else None], re.S)
     target = workspace / "made.txt"
     model = ScriptedModel(turns=[[call("make", "c1", path=str(target))], "tidy"])
     namespace: dict[str, Any] = {"model": model, "toolkit": toolkit}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/frameworks.md", "exec"), namespace)
     assert capsys.readouterr().out.startswith(f"make {{'path': '{target}'}} ")
     assert target.exists()
     assert namespace["state"]["messages"][-1].content == "tidy"

@@ -201,8 +201,8 @@ def test_a_refused_refresh_keeps_tokens_another_process_saved(tmp_path: Path) ->
 
 
 def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("#### Authorization (OAuth)") :]
+    page = (Path(__file__).parents[2] / "docs" / "mcp-client.md").read_text(encoding="utf-8")
+    section = page[page.index("## Authorization (OAuth)") :]
     block = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
     monkeypatch.setenv("BILLING_CLIENT_ID", "id")
     monkeypatch.setenv("BILLING_CLIENT_SECRET", "secret")
