@@ -190,3 +190,15 @@ def test_only_the_toolkit_touches_its_private_state() -> None:
             ):
                 offenders.append(f"{name}:{node.lineno}: toolkit.{node.attr}")
     assert offenders == []
+
+
+def test_the_architecture_page_names_every_room() -> None:
+    # The docs' architecture page is the picture of this tree: a package or a top-level module
+    # added, moved or removed without it fails here.
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    layout = page[page.index("```text\ntoolnexus/") : page.index("```", page.index("```text") + 7)]
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__main__.py")
+    missing = [f"{p}/" for p in packages if f"  {p}/" not in layout]
+    missing += [m for m in modules if m not in layout]
+    assert missing == [], f"docs/architecture.md does not show: {missing}"
