@@ -25,6 +25,14 @@ def manifest(*names: str) -> str:
     return f"version: 1\ntools:\n{tools}"
 
 
+def write_config(folder: Path, *names: str) -> Path:
+    """`folder/tools.yaml` declaring `names` (the folder made as needed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tools.yaml"
+    path.write_text(manifest(*names), encoding="utf-8")
+    return path
+
+
 def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     """Wait (bounded) until `check()` holds: reloads run on the toolkit's own thread."""
     deadline = time.monotonic() + timeout
@@ -55,14 +63,10 @@ def test_a_folder_renamed_over_reloads_and_is_watched_afterwards(
     tmp_path: Path, watched: Callable[[Path], Toolkit]
 ) -> None:
     cfg = tmp_path / "cfg"
-    cfg.mkdir()
-    (cfg / "tools.yaml").write_text(manifest("a"), encoding="utf-8")
-    toolkit = watched(cfg / "tools.yaml")
+    toolkit = watched(write_config(cfg, "a"))
     assert toolkit.names() == ["a"]
 
-    staged = tmp_path / "cfg.new"
-    staged.mkdir()
-    (staged / "tools.yaml").write_text(manifest("b"), encoding="utf-8")
+    staged = write_config(tmp_path / "cfg.new", "b").parent
     os.rename(cfg, tmp_path / "cfg.old")
     os.rename(staged, cfg)
     eventually(has_tools(toolkit, "b"), "the folder renamed over to be loaded")
@@ -78,9 +82,7 @@ def test_a_folder_deleted_and_recreated_reports_the_loss_then_recovers(
     tmp_path: Path, watched: Callable[[Path], Toolkit]
 ) -> None:
     cfg = tmp_path / "cfg"
-    cfg.mkdir()
-    (cfg / "tools.yaml").write_text(manifest("a"), encoding="utf-8")
-    toolkit = watched(cfg / "tools.yaml")
+    toolkit = watched(write_config(cfg, "a"))
 
     shutil.rmtree(cfg)
     eventually(lambda: (toolkit.watch_status() or {}).get("state") == "lost", "the loss")
@@ -91,8 +93,7 @@ def test_a_folder_deleted_and_recreated_reports_the_loss_then_recovers(
     assert toolkit.last_reload is not None and not toolkit.last_reload.ok
     assert toolkit.names() == ["a"]
 
-    cfg.mkdir()
-    (cfg / "tools.yaml").write_text(manifest("b"), encoding="utf-8")
+    write_config(cfg, "b")
     eventually(has_tools(toolkit, "b"), "the recreated manifest to be loaded")
     eventually(lambda: (toolkit.watch_status() or {}).get("state") == "watching", "recovery")
     (cfg / "tools.yaml").write_text(manifest("b", "c"), encoding="utf-8")
@@ -104,14 +105,11 @@ def test_a_whole_tree_deleted_and_recreated_recovers(
 ) -> None:
     # Two levels gone: the watch falls back to the nearest folder that still exists.
     cfg = tmp_path / "deploy" / "cfg"
-    cfg.mkdir(parents=True)
-    (cfg / "tools.yaml").write_text(manifest("a"), encoding="utf-8")
-    toolkit = watched(cfg / "tools.yaml")
+    toolkit = watched(write_config(cfg, "a"))
 
     shutil.rmtree(tmp_path / "deploy")
     eventually(lambda: (toolkit.watch_status() or {}).get("state") == "lost", "the loss")
-    cfg.mkdir(parents=True)
-    (cfg / "tools.yaml").write_text(manifest("b"), encoding="utf-8")
+    write_config(cfg, "b")
     eventually(has_tools(toolkit, "b"), "the recreated tree to be loaded")
 
 
@@ -155,9 +153,7 @@ def test_an_unrelated_file_beside_the_folder_does_not_reload(
     # The folder's parent is watched too (for renames of the folder): its other entries are
     # not the manifest's business.
     cfg = tmp_path / "cfg"
-    cfg.mkdir()
-    (cfg / "tools.yaml").write_text(manifest("a"), encoding="utf-8")
-    toolkit = watched(cfg / "tools.yaml")
+    toolkit = watched(write_config(cfg, "a"))
     generation = toolkit.generation
     (tmp_path / "notes.txt").write_text("unrelated", encoding="utf-8")
     (tmp_path / "other").mkdir()
@@ -176,8 +172,7 @@ async def test_healthz_says_how_many_watched_files_are_gone(tmp_path: Path) -> N
     from toolnexus.serve import http_app
 
     cfg = tmp_path / "cfg"
-    cfg.mkdir()
-    (cfg / "tools.yaml").write_text(manifest("a"), encoding="utf-8")
+    write_config(cfg, "a")
     async with await acreate_toolkit(str(cfg / "tools.yaml"), watch=True) as toolkit:
         app = http_app(toolkit)
         transport = httpx.ASGITransport(app)
