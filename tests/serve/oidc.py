@@ -82,7 +82,9 @@ def running_provider(port: int, audience: str) -> Iterator[Provider]:
             try:
                 line = lines.get(timeout=STARTUP)
             except queue.Empty:
-                raise AssertionError("the OpenID provider did not start:\n" + "".join(log)) from None
+                raise AssertionError(
+                    "the OpenID provider did not start:\n" + "".join(log)
+                ) from None
             if line is None:
                 raise AssertionError(f"the OpenID provider exited:\n{''.join(log)}")
             log.append(line)

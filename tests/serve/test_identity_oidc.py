@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
 import anyio
 import httpx
 import httpx2
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.anyio
 
 WAIT = 30.0
 REDIRECT = "http://127.0.0.1:47123/callback"
-"""Where the provider sends the "browser" back; nothing listens: `browse_to_callback` stops there."""
+"""Where the provider sends the "browser" back; nothing listens (`browse_to_callback` stops)."""
 
 WHOAMI = '''
 from toolnexus.serve import current_caller
@@ -120,8 +121,9 @@ def user_login(url: str, login_hint: str = "alice") -> OAuthClientProvider:
     answers: list[dict[str, str]] = []
 
     async def redirect(authorization_url: str) -> None:
-        answers.append(await browse_to_callback(f"{authorization_url}&login_hint={login_hint}",
-                                                REDIRECT))
+        answers.append(
+            await browse_to_callback(f"{authorization_url}&login_hint={login_hint}", REDIRECT)
+        )
 
     async def callback() -> AuthorizationCodeResult:
         return AuthorizationCodeResult.model_validate(answers.pop())
@@ -137,8 +139,9 @@ def user_login(url: str, login_hint: str = "alice") -> OAuthClientProvider:
 
 
 @asynccontextmanager
-async def connected(url: str, auth: httpx2.Auth | None = None, token: str | None = None
-                    ) -> AsyncIterator[mcp.Client]:
+async def connected(
+    url: str, auth: httpx2.Auth | None = None, token: str | None = None
+) -> AsyncIterator[mcp.Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(auth=auth, headers=headers, timeout=WAIT) as http:
         transport = streamable_http_client(url, http_client=http)
@@ -207,9 +210,7 @@ def test_a_request_without_a_token_is_told_where_to_log_in(team: Team) -> None:
     answer = httpx.post(team.url, json={})
     assert answer.status_code == 401
     prm = f"{team.url.removesuffix('/mcp')}/.well-known/oauth-protected-resource/mcp"
-    assert answer.headers["www-authenticate"] == (
-        f'Bearer scope="mcp", resource_metadata="{prm}"'
-    )
+    assert answer.headers["www-authenticate"] == (f'Bearer scope="mcp", resource_metadata="{prm}"')
     for url in (prm, prm.removesuffix("/mcp")):
         document = httpx.get(url).json()
         assert document == {
@@ -233,6 +234,7 @@ def test_the_typescript_sdk_client_logs_in_through_discovery_alone(team: Team) -
     done = subprocess.run(
         [node, str(FOLDER / "ts_client.mjs"), team.url, REDIRECT],
         cwd=FOLDER,
+        check=False,
         capture_output=True,
         text=True,
         timeout=WAIT * 2,
@@ -242,4 +244,3 @@ def test_the_typescript_sdk_client_logs_in_through_discovery_alone(team: Team) -
     assert said["tools"] == ["whoami"]
     assert said["whoami"].startswith("alice client=")
     assert said["whoami"].endswith(" groups=ops roles=admin scopes=mcp")
-
