@@ -220,14 +220,28 @@ async def _calls(url: str, keys: dict[str, tuple[Any, dict[str, Any]]]) -> list[
             finally:
                 for item in reversed(stack):
                     await item.__aexit__(None, None, None)
-    jwt_rate, token_rate, none_rate = (statistics.median(rates[k]) for k in ("jwt", "token", "none"))
+    jwt_rate, token_rate, none_rate = (
+        statistics.median(rates[k]) for k in ("jwt", "token", "none")
+    )
     return [
-        ("calls/s through serve, no authentication", none_rate, "calls/s",
-         f"spread {spread(rates['none'])}"),
-        ("calls/s through serve, static --token", token_rate, "calls/s",
-         f"spread {spread(rates['token'])}"),
-        ("calls/s through serve, JWT access token (serve.auth)", jwt_rate, "calls/s",
-         f"spread {spread(rates['jwt'])}"),
+        (
+            "calls/s through serve, no authentication",
+            none_rate,
+            "calls/s",
+            f"spread {spread(rates['none'])}",
+        ),
+        (
+            "calls/s through serve, static --token",
+            token_rate,
+            "calls/s",
+            f"spread {spread(rates['token'])}",
+        ),
+        (
+            "calls/s through serve, JWT access token (serve.auth)",
+            jwt_rate,
+            "calls/s",
+            f"spread {spread(rates['jwt'])}",
+        ),
         ("JWT ÷ no authentication", jwt_rate / none_rate, "×", "target ≥ 0.9×"),
     ]
 
@@ -236,7 +250,10 @@ def bench_serve_auth() -> None:
     keys = _keys()
     with issuer([jwk for _, jwk in keys.values()]) as url:
         table("serve: OAuth access tokens (JWT) per request", asyncio.run(_validation(url, keys)))
-        table("serve: calls through the HTTP app with and without auth", asyncio.run(_calls(url, keys)))
+        table(
+            "serve: calls through the HTTP app with and without auth",
+            asyncio.run(_calls(url, keys)),
+        )
 
 
 if __name__ == "__main__":

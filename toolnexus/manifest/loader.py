@@ -445,7 +445,10 @@ class _Loader:
                 )
         if "serve" in data and ok(("serve",)):
             if scope.chain:
-                message = "serve: is about serving the top manifest: write it there"
+                message = (
+                    "applies to the top manifest only (the one `toolnexus serve` is given); "
+                    "move it there"
+                )
                 self.issue(ctx, ("serve",), message, "schema")
             elif "auth" in data["serve"]:
                 header["__serve_auth__"] = self.serve_auth(data["serve"]["auth"], ctx)
