@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp.client.streamable_http import streamable_http_client
 
-from toolnexus import acreate_toolkit
+from toolnexus import ConfigError, acreate_toolkit
 from toolnexus.manifest import ServeAuth
 from toolnexus.serve import Caller, Refusal, TokenValidator, http_app
 from toolnexus.serve import identity as identity_module
@@ -342,3 +342,31 @@ async def test_a_token_seen_before_is_not_verified_again_until_it_expires(issuer
         assert await validator.validate(token) is first
     finally:
         await validator.aclose()
+
+
+# --- set-up -----------------------------------------------------------------------------------
+
+
+def _manifest_with_auth(tmp_path: Path, issuer_url: str) -> Path:
+    auth = f"serve:\n  auth:\n    issuer: {issuer_url}\n    audience: {AUDIENCE}\n"
+    return write_manifest(tmp_path, auth)
+
+
+def test_a_static_token_beside_serve_auth_is_refused(tmp_path: Path) -> None:
+    manifest = _manifest_with_auth(tmp_path, "https://login.example.com")
+    with pytest.raises(ConfigError, match=r"drop --token .* or remove serve\.auth"):
+        http_app(manifest, token="static-0123456789")
+
+
+def test_serve_auth_is_enough_on_a_public_address(tmp_path: Path) -> None:
+    manifest = _manifest_with_auth(tmp_path, "https://login.example.com")
+    app = http_app(manifest, host="10.1.2.3")  # reads serve.auth from the manifest
+    paths = {getattr(route, "path", None) for route in app.routes}
+    assert {
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    } <= paths
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ConfigError, match="without a bearer token"):
+        http_app(write_manifest(plain), host="10.1.2.3")
