@@ -104,8 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--token",
-        help="bearer token required from clients "
-        "(default: $TOOLNEXUS_TOKEN; mandatory on a non-loopback address)",
+        help="bearer token required from clients (default: $TOOLNEXUS_TOKEN; mandatory on a "
+        "non-loopback address unless the manifest's serve.auth checks OAuth tokens, and refused "
+        "together with it)",
     )
     p.add_argument("--watch", action="store_true", help="reload on change and notify clients")
     p.add_argument(

@@ -29,10 +29,12 @@ from .model import (
     MiddlewareDecl,
     OverrideDecl,
     PermissionDecl,
+    ServeAuth,
     ServerDecl,
     ToolDecl,
     ToolKind,
     _Located,
+    _parse_field,
 )
 from .units import parse_duration, parse_size, unit_of
 from .validate import Check, Violation, compile_schema, field_path
@@ -239,6 +241,7 @@ class _Loader:
             source=Path(os.path.abspath(top_file)) if top_file is not None else None,
             tool_search=header.get("tool_search"),
             tool_search_site=header.get("__tool_search_site__"),
+            serve_auth=header.get("__serve_auth__"),
         )
 
     def sorted_issues(self) -> list[ManifestIssue]:
@@ -440,9 +443,38 @@ class _Loader:
                 header["__tool_search_site__"] = BuiltinSite(
                     where=ctx.loc(("tool_search",)), path=("tool_search",), positions=ctx.positions
                 )
+        if "serve" in data and ok(("serve",)):
+            if scope.chain:
+                message = (
+                    "applies to the top manifest only (the one `toolnexus serve` is given); "
+                    "move it there"
+                )
+                self.issue(ctx, ("serve",), message, "schema")
+            elif "auth" in data["serve"]:
+                header["__serve_auth__"] = self.serve_auth(data["serve"]["auth"], ctx)
         header["__defaults__"] = own
         header["__middleware__"] = middleware
         return header
+
+    def serve_auth(self, block: Mapping[str, Any], ctx: _File) -> ServeAuth | None:
+        """`serve.auth` (its shape already checked against the schema) as a `ServeAuth`; a
+        value it refuses (a URL, a scope) is reported at its line."""
+        introspection = block.get("introspection") or {}
+        try:
+            return ServeAuth(
+                issuer=block["issuer"],
+                audience=block["audience"],
+                jwks_url=block.get("jwks_url"),
+                introspection_url=introspection.get("url"),
+                client_id=introspection.get("client_id"),
+                client_secret=introspection.get("client_secret"),
+                required_scopes=tuple(block.get("required_scopes", ())),
+                groups_claim=block.get("groups_claim", "groups"),
+                roles_claim=block.get("roles_claim", "roles"),
+            )
+        except ConfigError as exc:
+            self.issue(ctx, ("serve", *_parse_field(exc.field)), exc.message, "schema")
+            return None
 
     def middleware(self, items: Sequence[Any], ctx: _File) -> tuple[MiddlewareDecl, ...]:
         out = []

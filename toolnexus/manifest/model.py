@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from .yamlpos import NodePath, Positions
 
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+
 __all__ = [
     "BuiltinSite",
     "Defaults",
@@ -23,6 +25,7 @@ __all__ = [
     "MiddlewareDecl",
     "OverrideDecl",
     "PermissionDecl",
+    "ServeAuth",
     "ServerDecl",
     "ToolDecl",
     "ToolKind",
@@ -210,6 +213,104 @@ class BuiltinSite(_Located):
     (an unknown option, a bad approval rule) names the file and line."""
 
 
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ServeAuth:
+    """`serve: {auth: ...}`: `toolnexus serve` as an OAuth 2.1 resource server.
+
+    Checked when made (a manifest's block, or one given to `http_app(auth=...)`), so a bad URL
+    fails at start rather than on the first request. `client_secret` is hidden from `repr`.
+    """
+
+    issuer: str
+    """The authorization server's issuer URL: the `iss` every token must carry, and where its
+    metadata (keys, introspection endpoint) is discovered."""
+    audience: str
+    """This server's canonical URL (RFC 8707), e.g. `https://tools.example.com/mcp`: the `aud`
+    every token must carry, published as `resource` in the protected resource metadata."""
+    jwks_url: str | None = None
+    """The issuer's key set, when it is not discovered from the issuer's metadata."""
+    introspection_url: str | None = None
+    """Opaque tokens: the RFC 7662 endpoint (default: `introspection_endpoint` of the issuer's
+    metadata); used only with `client_id` and `client_secret`."""
+    client_id: str | None = None
+    """This server's client at the issuer, for introspection."""
+    client_secret: str | None = None
+    required_scopes: tuple[str, ...] = ()
+    """Scopes every token must carry (else 403 `insufficient_scope`)."""
+    groups_claim: str = "groups"
+    """The claim holding the caller's groups; a dotted path reaches into objects."""
+    roles_claim: str = "roles"
+    """The claim holding the caller's roles; a dotted path reaches into objects."""
+
+    def __post_init__(self) -> None:
+        from urllib.parse import urlsplit
+
+        from ..errors import ConfigError
+
+        for name in ("issuer", "audience", "jwks_url", "introspection_url"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            where = "auth.introspection.url" if name == "introspection_url" else f"auth.{name}"
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(
+                    f"expected an absolute http(s) URL, got {value!r}", field=where
+                )
+            if parts.fragment or (name != "audience" and parts.query):
+                raise ConfigError(
+                    f"expected a URL without {'a fragment' if parts.fragment else 'a query'}, "
+                    f"got {value!r}",
+                    field=where,
+                )
+            if (
+                name != "audience"
+                and parts.scheme == "http"
+                and parts.hostname not in _LOOPBACK_HOSTS
+            ):
+                # OAuth 2.1 requires TLS: keys or introspection answers fetched in the clear
+                # could be swapped by anyone on the path, and would admit any token.
+                raise ConfigError(
+                    f"{value!r} is plain http on a host other than this machine; use https "
+                    "(plain http is accepted for 127.0.0.1 and localhost only)",
+                    field=where,
+                )
+        if (self.client_id is None) != (self.client_secret is None):
+            missing = "client_secret" if self.client_secret is None else "client_id"
+            raise ConfigError(
+                f"introspection needs both client_id and client_secret; add `{missing}`",
+                field=f"auth.introspection.{missing}",
+            )
+        if self.introspection_url is not None and self.client_id is None:
+            raise ConfigError(
+                "introspection needs this server's client_id and client_secret at the issuer",
+                field="auth.introspection",
+            )
+        for i, scope in enumerate(self.required_scopes):
+            if not scope or any(c.isspace() or c in '"\\' for c in scope):
+                raise ConfigError(
+                    f"expected a scope name (no spaces, quotes or backslashes), got {scope!r}",
+                    field=f"auth.required_scopes[{i}]",
+                )
+        for name in ("groups_claim", "roles_claim"):
+            if not getattr(self, name) or "" in getattr(self, name).split("."):
+                raise ConfigError(
+                    f"expected a claim name or dotted path, got {getattr(self, name)!r}",
+                    field=f"auth.{name}",
+                )
+
+    def __repr__(self) -> str:
+        shown = [f"issuer={self.issuer!r}", f"audience={self.audience!r}"]
+        for name in ("jwks_url", "introspection_url", "client_id"):
+            if getattr(self, name) is not None:
+                shown.append(f"{name}={getattr(self, name)!r}")
+        if self.client_secret is not None:
+            shown.append("client_secret='***'")
+        if self.required_scopes:
+            shown.append(f"required_scopes={self.required_scopes!r}")
+        return f"ServeAuth({', '.join(shown)})"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Manifest:
     """A loaded manifest and everything it includes.
@@ -248,3 +349,5 @@ class Manifest:
     """The top manifest's `tool_search:` block as written (see `toolnexus.search.plan`)."""
     tool_search_site: BuiltinSite | None = None
     """Where `tool_search:` is written, for the builder's complaints about it."""
+    serve_auth: ServeAuth | None = None
+    """The top manifest's `serve: {auth: ...}`: `toolnexus serve` checks callers' OAuth tokens."""

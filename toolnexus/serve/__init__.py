@@ -3,7 +3,9 @@ request meets.
 
 `server` builds the MCP server and the HTTP app over a `Toolkit`; `log` carries what tools log
 to the client; `forward` passes upstream servers' questions (elicitation, sampling) on to the
-client. Who is calling and state shared between replicas belong here too.
+client; `identity` checks callers' OAuth access tokens and says who is calling (`Caller`,
+`current_caller()`), and `metadata` publishes where clients log in (RFC 9728). State shared
+between replicas belongs here too.
 
 The names below are the documented entry points (`toolnexus.serve.http_app`, `uvicorn
 toolnexus.serve:app_from_env --factory`); importing this package does not import `mcp`,
@@ -12,6 +14,7 @@ toolnexus.serve:app_from_env --factory`); importing this package does not import
 
 from __future__ import annotations
 
+from .identity import Caller, Refusal, TokenValidator, current_caller
 from .server import (
     APPROVAL_TIMEOUT_S,
     HEALTH_PATH,
@@ -28,9 +31,13 @@ __all__ = [
     "APPROVAL_TIMEOUT_S",
     "HEALTH_PATH",
     "MCP_PATH",
+    "Caller",
+    "Refusal",
     "ServeOptions",
+    "TokenValidator",
     "app_from_env",
     "build_server",
+    "current_caller",
     "http_app",
     "serve",
     "serve_stdio",

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ..approval import ApprovalRequest, Approver, Verdict
+    from ..manifest.model import ServeAuth
     from ..reload import ReloadEvent
     from ..toolkit import Toolkit
 
@@ -157,18 +158,27 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _require_token(host: str, token: str | None) -> None:
-    if not token and not _is_loopback(host):
+def _require_token(host: str, token: str | None, auth: ServeAuth | None = None) -> None:
+    if token and auth is not None:
+        # Two ways in would make the static token a skeleton key past every identity check.
+        raise ConfigError(
+            "the manifest's serve.auth checks each caller's OAuth token, and a static bearer "
+            "token would let anyone holding it in without one; drop --token (and unset "
+            "TOOLNEXUS_TOKEN) or remove serve.auth",
+            field="--token",
+        )
+    if not token and auth is None and not _is_loopback(host):
         raise ConfigError(
             f"refusing to serve on {host}, which is not a loopback address, without a bearer "
-            "token: anyone who can reach it could run the tools. Pass --token TOKEN or set "
+            "token: anyone who can reach it could run the tools. Add `serve: {auth: {issuer, "
+            "audience}}` to the manifest (OAuth), or pass --token TOKEN or set "
             'TOOLNEXUS_TOKEN (make one with: python -c "import secrets; '
             'print(secrets.token_urlsafe(32))"), or bind to 127.0.0.1',
             field="--token",
         )
 
 
-def _check(options: ServeOptions) -> tuple[str, int] | None:
+def _check(options: ServeOptions, auth: ServeAuth | None = None) -> tuple[str, int] | None:
     if options.workers < 1:
         raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
     if options.http is None:
@@ -177,7 +187,7 @@ def _check(options: ServeOptions) -> tuple[str, int] | None:
             raise ConfigError("applies to streamable HTTP only; add --http HOST:PORT", field=flag)
         return None
     host, port = _parse_http(options.http)
-    _require_token(host, options.token)
+    _require_token(host, options.token, auth)
     if options.workers > 1 and not options.stateless:
         raise ConfigError(
             "several workers need --stateless: a session lives in one worker, and a load "
@@ -333,6 +343,9 @@ def _build_server(
             on_set_logging_level=log_levels.set_level,
         )
     server.middleware.append(announcer.track)
+    from .identity import bind_caller
+
+    server.middleware.append(bind_caller)  # current_caller() while a request is handled
     toolkit.on_reload.append(announcer.on_reload)
     return server, announcer.on_reload
 
@@ -582,6 +595,7 @@ def http_app(
     source: Toolkit | str | Path,
     *,
     token: str | None = None,
+    auth: ServeAuth | None = None,
     stateless: bool = False,
     watch: bool = False,
     host: str = "127.0.0.1",
@@ -594,13 +608,18 @@ def http_app(
             process has its own.
         token: bearer token required on every request but the health check (compared in
             constant time); None serves without authentication, allowed on loopback only.
+        auth: check callers' OAuth access tokens instead (see `toolnexus.serve.identity`);
+            default: the manifest's `serve: {auth: ...}` when `source` is a manifest path.
+            The protected resource metadata is then served for clients to discover it.
         stateless: no sessions: each request stands alone, so any worker can answer it.
         watch: with a manifest path, reload on changes and notify clients.
         host: the address the app is bound to. On loopback the SDK's DNS-rebinding protection
             accepts only loopback Host and Origin headers.
 
     Raises:
-        ConfigError: `host` is not a loopback address and no token was given.
+        ConfigError: `host` is not a loopback address and no token or auth was given, or
+            both a token and auth were.
+        ManifestError: `source` is a manifest path, and the manifest is invalid.
     """
     from mcp.server.streamable_http_manager import (
         StreamableHTTPASGIApp,
@@ -612,8 +631,17 @@ def http_app(
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    _require_token(host, token)
+    if auth is None and isinstance(source, str | Path):
+        from ..manifest import load_manifest
+
+        auth = load_manifest(Path(source)).serve_auth
+    _require_token(host, token, auth)
     endpoint = _Endpoint()
+    validator = None
+    if auth is not None:
+        from .identity import TokenValidator
+
+        validator = TokenValidator(auth)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -637,6 +665,9 @@ def http_app(
                 security_settings=_security(host),
             )
             await stack.enter_async_context(manager.run())
+            if validator is not None:
+                stack.push_async_callback(validator.aclose)
+                await validator.prepare()
             endpoint.toolkit = toolkit
             endpoint.app = StreamableHTTPASGIApp(manager)
             try:
@@ -655,15 +686,21 @@ def http_app(
             body["watch"] = {"state": watch["state"], "missing": len(watch["missing"])}
         return JSONResponse(body)
 
+    routes = [Route(HEALTH_PATH, healthz, methods=["GET"]), Route(MCP_PATH, endpoint)]
     middleware = [Middleware(_BearerAuth, token=token)] if token else []
-    return Starlette(
-        routes=[
-            Route(HEALTH_PATH, healthz, methods=["GET"]),
-            Route(MCP_PATH, endpoint),
-        ],
-        middleware=middleware,
-        lifespan=lifespan,
-    )
+    if validator is not None:
+        from .identity import OAuthGate
+        from .metadata import metadata_paths, metadata_routes, metadata_url
+
+        assert auth is not None
+        routes += metadata_routes(auth, MCP_PATH)
+        exempt = metadata_paths(auth, MCP_PATH) | {HEALTH_PATH}
+        middleware = [
+            Middleware(
+                OAuthGate, validator=validator, metadata_url=metadata_url(auth), exempt=exempt
+            )
+        ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 def app_from_env() -> Starlette:
@@ -699,8 +736,13 @@ def serve(options: ServeOptions) -> None:
         ConfigError: an option is wrong (a `ValueError`: the command exits with code 2).
         ManifestError: the manifest is invalid.
     """
-    address = _check(options)
     manifest = options.manifest.resolve()
+    auth = None
+    if options.http is not None:
+        from ..manifest import load_manifest
+
+        auth = load_manifest(manifest).serve_auth  # a broken manifest fails here, before uvicorn
+    address = _check(options, auth)
     if address is None:
         asyncio.run(_serve_stdio_manifest(manifest, watch=options.watch))
         return
@@ -717,16 +759,20 @@ def serve(options: ServeOptions) -> None:
         if options.workers > 1
         else ("stateless" if options.stateless else "sessions")
     )
-    auth = "bearer token required" if options.token else "no token"
+    if auth is not None:
+        admits = f"OAuth tokens of {auth.issuer} for {auth.audience}"
+    else:
+        admits = "bearer token required" if options.token else "no token"
     sys.stderr.write(
         f"toolnexus: serving {options.manifest} at http://{shown}:{port}{MCP_PATH} "
-        f"({mode}; {auth}; health check GET {HEALTH_PATH})\n"
+        f"({mode}; {admits}; health check GET {HEALTH_PATH})\n"
     )
     sys.stderr.flush()
     if options.workers == 1:
         app = http_app(
             manifest,
             token=options.token,
+            auth=auth,
             stateless=options.stateless,
             watch=options.watch,
             host=host,

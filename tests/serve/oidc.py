@@ -1,0 +1,121 @@
+"""A real OpenID provider for the tests: panva's `oidc-provider` (npm), run by Node on 127.0.0.1.
+
+`tests/fixtures/oidc/provider.mjs` says what it issues (users, clients, groups). `.ci/run` installs
+its packages (`npm ci` in that folder); where Node or the packages are absent the tests that need
+it are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import httpx
+import pytest
+
+FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "oidc"
+STARTUP = 60.0
+
+
+def node_or_skip() -> str:
+    """The `node` binary, or skip: the provider needs Node and `npm ci` in FOLDER."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the OpenID provider of these tests runs on it")
+    for package in ("oidc-provider", "jose", "@modelcontextprotocol/sdk"):
+        if not (FOLDER / "node_modules" / package / "package.json").exists():
+            pytest.skip(
+                f"npm package {package} is not installed; run `npm ci` in {FOLDER} (.ci/run does)"
+            )
+    return node
+
+
+@dataclass
+class Provider:
+    issuer: str
+    audience: str
+
+    def token(self, client: str, secret: str, scope: str = "mcp") -> str:
+        """An access token for this audience by the client-credentials grant."""
+        answer = httpx.post(
+            f"{self.issuer}/token",
+            data={"grant_type": "client_credentials", "scope": scope, "resource": self.audience},
+            auth=(client, secret),
+        )
+        answer.raise_for_status()
+        return str(answer.json()["access_token"])
+
+
+@contextlib.contextmanager
+def running_provider(port: int, audience: str) -> Iterator[Provider]:
+    """`provider.mjs` on `port`, issuing tokens for `audience`, until the block ends."""
+    node = node_or_skip()
+    process = subprocess.Popen(
+        [node, str(FOLDER / "provider.mjs"), str(port), audience],
+        cwd=FOLDER,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    output = process.stdout
+
+    def pump() -> None:
+        for line in output:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    log: list[str] = []
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=STARTUP)
+            except queue.Empty:
+                raise AssertionError(
+                    "the OpenID provider did not start:\n" + "".join(log)
+                ) from None
+            if line is None:
+                raise AssertionError(f"the OpenID provider exited:\n{''.join(log)}")
+            log.append(line)
+            if line.startswith("ready "):
+                break
+        yield Provider(issuer=line.split()[1], audience=audience)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+        reader.join(timeout=15)
+        output.close()
+
+
+async def browse_to_callback(authorization_url: str, redirect_uri: str) -> dict[str, str]:
+    """Play the user's browser: follow the provider's redirects (its login and consent answer
+    by themselves) until it sends the browser to `redirect_uri`; return that URL's query
+    (`code`, `state`, `iss`)."""
+    url = authorization_url
+    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
+        for _ in range(12):
+            if url.startswith(redirect_uri):
+                query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+                if "code" not in query:
+                    raise AssertionError(f"the provider refused the login: {url}")
+                return query
+            answer = await browser.get(url)
+            if answer.status_code not in (302, 303):
+                raise AssertionError(f"{url} answered {answer.status_code}: {answer.text[:500]}")
+            url = urljoin(url, answer.headers["location"])
+    raise AssertionError("too many redirects on the way to the callback")
