@@ -58,8 +58,8 @@ class Repository:
     work_tree: Path | None
     """None for a bare repository (no work tree)."""
     configs: tuple[tuple[str, str], ...]
-    """(file, key) of every config entry git read from a file (absolute, symlinks resolved), in
-    its order; keys lower-cased as git prints them. Entries given on the command line are left out."""
+    """(file, key) of every config entry git read from a file (absolute, symlinks resolved),
+    in its order; keys lower-cased as git prints them. Command-line entries are left out."""
 
 
 @dataclass(frozen=True)
