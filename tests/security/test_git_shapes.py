@@ -28,7 +28,15 @@ import pytest
 from builtin.files import files_tools
 from builtin.patch import patch_tools
 from builtin.shell import GIT_SAFETY_ENV, shell_tools
-from toolnexus import Decision, Tool, ToolContext, ToolError, create_toolkit
+from toolnexus import (
+    Decision,
+    SandboxPolicy,
+    Tool,
+    ToolContext,
+    ToolError,
+    create_toolkit,
+    run_process,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -338,3 +346,36 @@ def test_doubt_never_allows_when_git_cannot_answer(
     ws.mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "no-such-folder"))
     assert not _auto_allowed(ws)
+
+
+# --- the sandbox ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+async def test_a_sandboxed_command_cannot_change_the_config_of_an_existing_shape(
+    tmp_path: Path, source: Path, shape: Shape
+) -> None:
+    """A repository in any shape that is already there when a sandboxed command starts keeps
+    its config, hooks and commondir read-only, as `.git` folders do."""
+    ws = _workspace(tmp_path, source, shape)
+    _lay_out(shape, ws)
+    targets = [p for p, _ in _files(shape, ws) if p.rsplit("/", 1)[-1] in ("config", "HEAD")]
+    targets += [p.rsplit("HEAD", 1)[0] + "hooks/pre-commit" for p in targets if "HEAD" in p]
+    if shape.run_from != ".":
+        targets.append(f"{shape.run_from}/commondir")
+    before = {p: (ws / p).read_bytes() if (ws / p).exists() else None for p in targets}
+    script = "; ".join(f"(echo evil >> '{p}') 2>/dev/null && echo WROTE {p}" for p in targets)
+    done = await run_process(
+        ["sh", "-c", script + "; echo ok > plain.txt && echo OK"],
+        cwd=ws,
+        timeout=30,
+        max_output=100_000,
+        sandbox=SandboxPolicy(),
+        workspace=ws,
+    )
+    assert done.mechanism in ("bwrap", "landlock")
+    assert "WROTE" not in done.stdout, done.stdout
+    assert done.stdout.strip().endswith("OK")
+    for path, content in before.items():
+        now = (ws / path).read_bytes() if (ws / path).exists() else None
+        assert now == content, path
