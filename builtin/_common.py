@@ -97,16 +97,24 @@ def confine(ctx: ToolContext, path: str, *, write: bool, protect_git: bool = Tru
         workspace = Path(os.path.realpath(ctx.workspace))
         lexical = Path(os.path.normpath(raw if raw.is_absolute() else workspace / raw))
         for reading in dict.fromkeys((resolved, lexical)):
-            why = git_refusal(reading)
-            if why is not None:
-                raise ToolError(
-                    f"refused to change {path!r}: {why}. Git metadata like this can make git "
-                    f"run a program or read another repository, so the file tools leave it "
-                    f"alone. Use git itself for it (e.g. `git config`), or ask the user: they "
-                    f"can allow it with the option `protect_git: false` (builtins: "
-                    f"{{write: {{protect_git: false}}}}, and the same for apply_patch)."
-                )
+            refuse_git_metadata(path, reading)
     return resolved
+
+
+def refuse_git_metadata(
+    given: str, path: Path, creating: frozenset[Path] = frozenset()
+) -> None:
+    """Raise the git guard's refusal of writing `path` (`given` as the model wrote it), with
+    the other paths the same call creates counted as present (`_gitguard.git_refusal`)."""
+    why = git_refusal(path, creating)
+    if why is not None:
+        raise ToolError(
+            f"refused to change {given!r}: {why}. Git metadata like this can make git "
+            f"run a program or read another repository, so the file tools leave it "
+            f"alone. Use git itself for it (e.g. `git config`), or ask the user: they "
+            f"can allow it with the option `protect_git: false` (builtins: "
+            f"{{write: {{protect_git: false}}}}, and the same for apply_patch)."
+        )
 
 
 def display(ctx: ToolContext, path: Path) -> str:

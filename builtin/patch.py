@@ -49,6 +49,7 @@ from ._common import (
     looks_binary,
     parse_options,
     record_stamp,
+    refuse_git_metadata,
     stamp_of,
     uses_crlf,
     version_of,
@@ -484,6 +485,14 @@ def _plan(ctx: ToolContext, hunks: Sequence[_Hunk], opts: _PatchOptions) -> _Pla
             else:
                 plan.final[path] = data
                 plan.summary.append(f"M {hunk.path}")
+    if opts.protect_git:
+        # Each path passed alone; together they may still lay out a repository.
+        created = frozenset(p for p, data in plan.final.items() if data is not None)
+        for path in created:
+            try:
+                refuse_git_metadata(display(ctx, path), path, created)
+            except ToolError as exc:
+                raise ToolError(f"{exc.message} Nothing was changed.") from None
     return plan
 
 

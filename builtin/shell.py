@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import os
 import re
 import signal
-import subprocess
 import time
 import weakref
 from collections.abc import Mapping
@@ -55,6 +53,7 @@ from toolnexus import (
 )
 
 from ._common import confine, did_you_mean, display, parse_options
+from ._gitrepo import GitUnclear, environment_redirects, repository_at
 
 __all__ = ["ShellApproval", "shell_tools"]
 
@@ -198,59 +197,42 @@ _RUNS_PROGRAM = frozenset({"log.showsignature", "status.submodulesummary", "tag.
 
 
 def _repository_redirected(start: Path) -> bool:
-    """True when the repository git would use from `start` is redirected or configured in a
-    way the model could have written: `.git` a gitfile, `commondir`, `objects/info/alternates`,
-    a per-worktree config, a config key outside `_HARMLESS_CONFIG`, or any nested repository
-    below `start` (git status descends into submodules with their own config)."""
-    top = next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
-    if top is None:
+    """True when git run from `start` would not use the workspace's own, plain repository with
+    a config known to run nothing.
+
+    Where the repository is, and which config files git reads there, is asked of git itself
+    (`_gitrepo.repository_at`), so every shape git accepts is judged, not only `.git` folders:
+    a bare repository in the workspace or a parent, a `HEAD` plus `commondir`, a gitfile, a
+    linked worktree. Git is auto-allowed only in a plain one: the work tree `top` holds a real
+    `.git` folder that is both the git directory and the common one, with no `commondir`,
+    alternates or per-worktree config, every config entry comes from `.git/config` and is in
+    `_HARMLESS_CONFIG`, and no nested repository lies below `start` (git status descends into
+    submodules with their own config). A variable of the environment that points git elsewhere,
+    or a git that cannot answer, also refuses.
+    """
+    if environment_redirects(GIT_SAFETY_ENV) is not None:
+        return True
+    try:
+        found = repository_at(start)
+    except GitUnclear:
+        return True
+    if found is None:
         return False  # no repository: git refuses to run
-    dot_git = top / ".git"
+    if found.work_tree is None:
+        return True  # bare: the git directory is the folder or a parent, not a `.git`
+    dot_git = found.work_tree / ".git"
+    if found.git_dir != dot_git or found.common_dir != dot_git:
+        return True
     if not dot_git.is_dir() or dot_git.is_symlink():
         return True
     for name in ("commondir", "objects/info/alternates", "config.worktree"):
         if (dot_git / name).exists():
             return True
-    if _config_unsafe(dot_git / "config"):
-        return True
-    return _nested_repository(start, skip=dot_git)
-
-
-def _config_unsafe(config: Path) -> bool:
-    try:
-        content = config.read_bytes()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        if len(content) > 65_536:  # not kept: a cache of 32 such would hold too much
-            return _content_unsafe.__wrapped__(content)
-        return _content_unsafe(content)
-    except (OSError, subprocess.TimeoutExpired):
-        return True  # not cached: a git that failed to start once may start next time
-
-
-@functools.lru_cache(maxsize=32)
-def _content_unsafe(content: bytes) -> bool:
-    """The verdict on one config's bytes, kept by those bytes: this runs on every git
-    approval, and git (fed the bytes read, not the path, so what is judged is what is kept)
-    is then started once per content rather than once per call."""
-    listed = subprocess.run(
-        ["git", "config", "--file", "-", "--no-includes", "--list", "--null"],
-        input=content,
-        capture_output=True,
-        timeout=10,
-        check=False,
-        cwd="/",  # no repository around: git only parses the bytes it is given
-    )
-    if listed.returncode != 0:
-        return True
-    for entry in listed.stdout.split(b"\0"):
-        key = entry.split(b"\n", 1)[0].decode("utf-8", "replace").lower()
-        if key and (key in _RUNS_PROGRAM or not _HARMLESS_CONFIG.fullmatch(key)):
+    own = str(dot_git / "config")
+    for origin, key in found.configs:
+        if origin != own or key in _RUNS_PROGRAM or not _HARMLESS_CONFIG.fullmatch(key):
             return True
-    return False
+    return _nested_repository(start, skip=dot_git)
 
 
 def _nested_repository(start: Path, skip: Path) -> bool:

@@ -287,8 +287,6 @@ def test_git_approval_reads_an_unchanged_config_once_and_a_changed_one_again(
     are read again and refuse auto-allow."""
     import subprocess
 
-    import builtin.shell as shell_module
-
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (shell,) = [t for t in shell_tools({}) if t.name == "shell"]
     assert shell.approval is not None
@@ -299,7 +297,7 @@ def test_git_approval_reads_an_unchanged_config_once_and_a_changed_one_again(
         runs.append(args)
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(shell_module.subprocess, "run", counting_run)
+    monkeypatch.setattr(subprocess, "run", counting_run)  # every git started, from any module
     for _ in range(3):
         verdict = shell.approval.decide(shell, {"command": "git status"}, tmp_path)
         assert verdict.decision is Decision.ALLOW and verdict.matched

@@ -592,7 +592,9 @@ the one walked."""
 def protected_git_paths(workspace: Path, roots: Sequence[Path] = ()) -> list[Path]:
     """The git metadata a sandboxed command may not change: every repository's `.git` (folder or
     gitfile) found in the workspace and in `roots`, at any depth, and the git folders those
-    gitfiles (and their `commondir`) point to inside them.
+    gitfiles (and their `commondir`) point to inside them; and every folder git takes for a git
+    directory though no `.git` names it (`_git_directory`: bare repositories, a `HEAD` plus
+    `commondir`, a linked worktree's git directory), with the common directory it names.
 
     Whole `.git` folders, not only `config`, `hooks/`, `commondir` and `objects/info/alternates`:
     git reads `commondir` (and `config.worktree`) whenever the file *exists*, and neither a bind
@@ -623,6 +625,9 @@ def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
             entries = list(os.scandir(folder))
         except OSError:
             continue
+        names = {entry.name for entry in entries}
+        if "HEAD" in names and folder.name != ".git":
+            found += _git_directory(folder, bases)
         for entry in entries:
             if entry.name == ".git":
                 found += _git_metadata(Path(entry.path), bases)
@@ -632,6 +637,35 @@ def _git_entries(base: Path, bases: Sequence[Path]) -> list[Path]:
         _git_scans.clear()
     _git_scans[key] = (now, found)
     return found
+
+
+_GITDIR_ENTRIES = (
+    "HEAD", "commondir", "config", "config.worktree", "gitdir", "hooks", "objects", "refs",
+    "info", "worktrees", "modules", "packed-refs",
+)  # fmt: skip
+"""What a git directory that is also a writable root keeps read-only: what makes git take it
+for one (HEAD, commondir, objects, refs) and what names programs or other repositories."""
+
+
+def _git_directory(folder: Path, bases: Sequence[Path]) -> list[Path]:
+    """A folder git takes for a git directory though no `.git` names it (a bare repository, a
+    linked worktree's `worktrees/<id>`, a `HEAD` plus `commondir`: `is_git_directory` in git's
+    setup.c, HEAD's content not checked): protected whole like a `.git` folder, with the
+    common directory its `commondir` names when that lies inside `bases`. A writable root that
+    is one keeps only its git entries read-only (the rest stays the workspace)."""
+    pointer = folder / "commondir"
+    common = folder
+    if pointer.exists():
+        try:
+            common = _real(folder / pointer.read_text("utf-8").strip())
+        except (OSError, UnicodeDecodeError):
+            common = folder  # git would fail to read it too; protect what is here
+    if not all((common / name).exists() for name in ("objects", "refs")):
+        return []
+    out = [folder / n for n in _GITDIR_ENTRIES] if folder in bases else [folder]
+    if common != folder and any(_within(common, b) for b in bases):
+        out += [common / n for n in _GITDIR_ENTRIES] if common in bases else [common]
+    return out
 
 
 def _git_metadata(dot_git: Path, bases: Sequence[Path]) -> list[Path]:
