@@ -40,9 +40,13 @@ class Evaluated:
             if expands:
                 self.doubt = True  # `bash -c "$X"`: the script is known only at run time
             else:
-                self.scripts.append(value)
+                # `!CMD` is how git spells a shell command (aliases, credential helpers, also
+                # through GIT_CONFIG_VALUE_n); elsewhere the `!` is bash's negation
+                self.scripts.append(value.removeprefix("!"))
         elif reading is Reading.KEY:
-            self.add(config_reading(value) if not expands else Reading.FILE, "")
+            # its value is read through GIT_CONFIG_VALUE_n; a key that names a file, or one not
+            # understood, is doubt
+            self.doubt |= expands or config_reading(value) is Reading.FILE
         elif reading is Reading.FILE:
             if expands or value not in ("", "/dev/null"):
                 self.doubt = True
@@ -110,12 +114,14 @@ def _variables(words: Sequence[_Word], out: Evaluated) -> None:
 
 
 def _option_values(
-    words: Sequence[_Word], start: int, options: Sequence[Option], stop: bool
+    words: Sequence[_Word], start: int, options: Sequence[Option]
 ) -> Iterator[tuple[Option, _Word | None, str]]:
     """Each use of one of `options` in `words[start:]` with its value: long options by any
     prefix, single-dash long names (`-ex`) and `+cmd` exactly, short ones anywhere in a cluster.
-    `stop`: options end at the first operand (an interpreter's script and its arguments)."""
-    exact = {n: o for o in options for n in o.names if not n.startswith("--") and len(n) > 2}
+    Every word is looked at up to `--`, operands included: which words are the values of
+    options we do not know cannot be told, so any word may be an option (`python x.py -c 1`
+    counts, by this reading)."""
+    exact = {n: o for o in options for n in o.names if n == "+" or (n[:2] != "--" and len(n) > 2)}
     long_ = {n[2:]: o for o in options for n in o.names if n.startswith("--")}
     short = {n[1]: o for o in options for n in o.names if len(n) == 2 and n[0] == "-"}
     i = start
@@ -129,8 +135,6 @@ def _option_values(
             yield exact["+"], word, text[1:]
             continue
         if not text.startswith("-") or text == "-":
-            if stop:
-                return
             continue
         head, eq, value = text.partition("=")
         if head in exact:
@@ -179,8 +183,7 @@ def _options(
     words: Sequence[_Word], start: int, entries: Sequence[Evaluator], out: Evaluated
 ) -> None:
     for entry in entries:
-        stop = entry.reading is Reading.CODE
-        for _, word, value in _option_values(words, start, entry.options, stop):
+        for _, word, value in _option_values(words, start, entry.options):
             if entry.prefix:
                 value = re.sub("^(?:" + entry.prefix + ")", "", value, count=1)
             out.add(entry.reading, value, word is not None and (word.expands or word.glob))
@@ -192,10 +195,8 @@ def _options(
 def git_config(key: str, value: str, expands: bool, out: Evaluated) -> None:
     """A configuration `key=value` given to git on its command line or in its environment."""
     reading = config_reading(key)
-    if reading is Reading.SCRIPT and key.lower().startswith("alias."):
-        if not value.startswith("!"):
-            return  # an alias of git sub-commands: the caller reads it as any sub-command
-        value = value[1:]
+    if reading is Reading.SCRIPT and key.lower().startswith("alias.") and not value.startswith("!"):
+        return  # an alias of git sub-commands: the caller reads it as any sub-command
     out.add(reading, value, expands)
 
 
