@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import shlex
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import pytest
 
 from toolnexus import Decision, create_toolkit, is_known_safe_command
 from toolnexus.runtime.process import run_process
-from toolnexus.runtime.sandbox import SandboxPolicy
+from toolnexus.runtime.sandbox import SandboxPolicy, detect
 
 if TYPE_CHECKING:
     from toolnexus.shell.evaluators import Evaluator
@@ -347,7 +348,7 @@ async def _run(command: str, tmp_path: Path, *, tty: bool, network: bool) -> tup
     if tty:
         argv = ["script", "-qec", shlex.join(argv), "/dev/null"]
     # `script` opens a pseudo-terminal: Landlock confines /dev like the rest
-    writable = ("/dev/ptmx", "/dev/pts") if tty else ()
+    writable = ("/dev/ptmx", "/dev/pts") if tty and detect().best == "landlock" else ()
     policy = SandboxPolicy(
         filesystem="workspace-write", network=network, env_set=env, writable=writable
     )
@@ -409,9 +410,10 @@ def test_builtin_shell_with_a_deny_rule_refuses_and_runs_nothing(
         "      rules:\n"
         f"        - {{decision: deny, when: {{command: {{command: '{DENY}'}}}}}}\n"
     )
+    subprocess.run(SETUP, shell=True, cwd=ws, env=env, check=True)
     with create_toolkit(manifest, workspace=ws) as tk:
         assert tk.check("shell", {"command": command}).decision is Decision.DENY
-        path = f"PATH={env['PATH']}; HOME={ws}; {SETUP}; "
+        path = f"PATH={env['PATH']}; HOME={ws}; "
         result = tk.execute("shell", {"command": path + command})
         assert result.is_error, result.content
     assert not mark.exists()
@@ -424,7 +426,8 @@ def test_without_the_rule_the_builtin_shell_does_run_them(tmp_path: Path) -> Non
         ws, mark, env = _workspace(tmp_path / str(i))
         manifest = tmp_path / str(i) / "tools.yaml"
         manifest.write_text("version: 1\nbuiltins:\n  shell:\n    default_approval: allow\n")
+        subprocess.run(SETUP, shell=True, cwd=ws, env=env, check=True)
         with create_toolkit(manifest, workspace=ws) as tk:
-            path = f"PATH={env['PATH']}; HOME={ws}; {SETUP}; "
+            path = f"PATH={env['PATH']}; HOME={ws}; "
             result = tk.execute("shell", {"command": path + command})
         assert mark.exists(), f"{command}: {result.content}"
