@@ -384,9 +384,9 @@ def test_deny_and_ask_read_it_and_it_is_never_known_safe(example: Example) -> No
 # --- end to end: the builtin shell with a deny rule refuses, and nothing runs -----------------
 
 ISSUE_CASES = [
-    "/proc/self/exe -c tn-marker",
-    "/proc/thread-self/exe -c tn-marker",
-    "history -s tn-marker; fc -e -",
+    "/proc/self/exe -c 'tn-marker now'",
+    "/proc/thread-self/exe -c 'true; tn-marker now'",
+    "history -s 'tn-marker now'; fc -e -",
     "git -c core.sshCommand=tn-marker ls-remote x:y",
     "echo b >> a.txt; git -c diff.external=tn-marker diff",
     "export GIT_EXTERNAL_DIFF=tn-marker; echo b >> a.txt; git diff",
@@ -431,3 +431,30 @@ def test_without_the_rule_the_builtin_shell_does_run_them(tmp_path: Path) -> Non
             path = f"PATH={env['PATH']}; HOME={ws}; "
             result = tk.execute("shell", {"command": path + command})
         assert mark.exists(), f"{command}: {result.content}"
+
+
+SHELL_PATHS = [
+    "/proc/self/exe -c 'tn-marker now'",
+    "/proc/thread-self/exe -c 'tn-marker now'",
+    "/proc/$$/exe -c 'tn-marker now'",
+    "/proc/1/task/1/exe -c 'tn-marker now'",
+    "exec 3</bin/bash; /dev/fd/3 -c 'tn-marker now'",
+    "ln -s /bin/bash x; ./x -c 'tn-marker now'",
+    "cp /bin/bash /tmp/b; /tmp/b -c 'tn-marker now'",
+    "rbash -c 'tn-marker now'",
+    "/usr/bin/sh -c 'tn-marker now'",
+    "bash5.2 -c 'tn-marker now'",
+    "exec -a ls bash -c 'tn-marker now'",
+    "env -i bash -c 'tn-marker now'",
+    "PATH=.:$PATH ls -c 'tn-marker now'",
+    "hash -p /bin/bash ls; ls -c 'tn-marker now'",
+    "echo 'tn-marker now' | /proc/self/exe",
+]
+
+
+@pytest.mark.parametrize("command", SHELL_PATHS)
+def test_a_shell_by_any_path_is_read_as_one(command: str) -> None:
+    """A deny on the shell itself, and on what its script runs, match whatever path names it."""
+    assert denied_every_way("tn-marker now", command)
+    assert denied_every_way("bash *", command)
+    assert denied_every_way("sh -c *", command)

@@ -408,6 +408,9 @@ class _DenyReading:
     unknown: bool
     """Something runs that cannot be seen (a program known only at run time, a shell reading a
     pipe): every deny and ask pattern matches."""
+    resolved: bool = False
+    """Which file a program name runs was changed on this line (`PATH=`, `hash -p`): every
+    program may be a shell."""
 
 
 def _heads(words: Sequence[_Word]) -> list[int]:
@@ -551,6 +554,7 @@ def _deny_reading(simple: _Simple, resolve: bool = False) -> _DenyReading:
         candidates=tuple(candidates),
         scripts=tuple(dict.fromkeys(scripts)),
         unknown=unknown or runs.doubt,
+        resolved=resolve,
     )
 
 
@@ -689,7 +693,10 @@ def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
                 and name != pattern.program
                 and (
                     is_shell(pattern.program)
-                    and (is_shell(first.text) or (candidate.head and may_be_shell(first.text)))
+                    and (
+                        is_shell(first.text)
+                        or (candidate.head and (reading.resolved or may_be_shell(first.text)))
+                    )
                 )
             ):
                 # `/proc/self/exe -c CMD`, `./x -c CMD` may be `bash -c CMD`
