@@ -33,8 +33,7 @@ PROGRAMS = ("git", "ls", "cat", "touch", "rm", "foo", "grep", "sort", "env", "ti
 without leaving a record, so the analysis' commands are compared only where they name these."""
 
 _SHIM = (
-    "#!/bin/sh\n"
-    "{ printf '%s\\036' \"${0##*/}\" \"$@\"; printf '\\035\\036'; } >> \"$SHIM_LOG/$$\"\n"
+    '#!/bin/sh\n{ printf \'%s\\036\' "${0##*/}" "$@"; printf \'\\035\\036\'; } >> "$SHIM_LOG/$$"\n'
 )
 """One file per process (named by its pid, appended to should a pid come back), so that the
 members of a pipeline never interleave; fields end in \\036, records in \\035."""
@@ -164,7 +163,7 @@ EXACT = [
     "git $'pu\\x73h' $'a\\tb' $'\\101' $'\\u0041' $'\\q' $'\\xe9' $'\\351'",
     "git $'pu\\0sh'y $'x\\c@y'",
     "git 'a b' \"c d\" e\\ f '' \"\"",
-    "git \"a\\\"b\" \"a\\\\b\" \"a\\$b\" \"a\\nb\"",
+    'git "a\\"b" "a\\\\b" "a\\$b" "a\\nb"',
     "git a#b #comment",
     "git a # comment \\\ntouch y",
     "git a;#comment\ntouch z",
@@ -174,7 +173,7 @@ EXACT = [
     "ls a 3>/dev/null b",
     "cat <<EOF\ntouch a\nEOF\ntouch b",
     "cat <<'EOF'\ntouch a\nEOF",
-    "cat <<\"E\"OF\ntouch a\nEOF",
+    'cat <<"E"OF\ntouch a\nEOF',
     "cat <<-EOF\n\ttouch a\n\tEOF\ntouch b",
     "cat <<EOF\nEO\\\nF\ntouch x\nEOF\ntouch y",
     "cat <<EOF\nEO\\\\\nF\ntouch x\nEOF",
@@ -200,7 +199,7 @@ def test_hand_written_commands_run_as_analysed(oracle: Oracle, command: str) -> 
 UNSAFE_BUT_SEEN = [
     "ls $(git push)",
     "ls `git push`",
-    "ls \"$(touch a)\"",
+    'ls "$(touch a)"',
     "(git push)",
     "ls <(git push)",
     "cat <<EOF\n$(touch x)\nEOF",
@@ -247,7 +246,7 @@ def test_codex_command_safety_cases_run_as_analysed(oracle: Oracle) -> None:
 _plain = st.text("abcxyz019._/-=:,+@%^", min_size=1, max_size=6).filter(
     lambda s: not s.startswith(("-", "=")) and "=" not in s[:1]
 )
-_quoted = st.text("ab c;|&<>()$`\\\"#*?{}\n", max_size=6)
+_quoted = st.text('ab c;|&<>()$`\\"#*?{}\n', max_size=6)
 
 
 def _single(s: str) -> str:
@@ -255,9 +254,11 @@ def _single(s: str) -> str:
 
 
 def _double(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace(
-        "`", "\\`"
-    ) + '"'
+    return (
+        '"'
+        + s.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+        + '"'
+    )
 
 
 def _escaped(s: str) -> str:
@@ -356,4 +357,3 @@ def test_generated_commands_run_as_analysed(oracle: Oracle, command: str) -> Non
         check_exact(oracle, command)
     else:
         check_sound(oracle, command)
-

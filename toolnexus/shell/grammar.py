@@ -529,9 +529,7 @@ _NEXT: dict[str, tuple[str, str | None]] = {
 }  # fmt: skip
 """For each reserved word inside a group: the word the group must expect, and what it expects
 after it (None: the group is closed)."""
-_COMPOUND_WORDS = frozenset(
-    {"case", "esac", "for", "select", "function", "coproc", "[["}
-)
+_COMPOUND_WORDS = frozenset({"case", "esac", "for", "select", "function", "coproc", "[["})
 """Reserved words whose grammar this reader does not model (patterns, loop variables, function
 definitions that may shadow any program, `[[`'s own operators): not safe syntax."""
 _FD_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")

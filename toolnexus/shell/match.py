@@ -21,6 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import readings
+from .evaluators import is_shell, may_be_shell
 from .grammar import _Redirect, _Simple, _Word, analyze
 
 # --- option grammars of wrappers ------------------------------------------------------------
@@ -406,6 +408,9 @@ class _DenyReading:
     unknown: bool
     """Something runs that cannot be seen (a program known only at run time, a shell reading a
     pipe): every deny and ask pattern matches."""
+    resolved: bool = False
+    """Which file a program name runs was changed on this line (`PATH=`, `hash -p`): every
+    program may be a shell."""
 
 
 def _heads(words: Sequence[_Word]) -> list[int]:
@@ -426,28 +431,34 @@ def _heads(words: Sequence[_Word]) -> list[int]:
     return sorted(set(heads))
 
 
-def _git_rest(words: Sequence[_Word], start: int, scripts: list[str]) -> int | None:
+def _git_rest(words: Sequence[_Word], start: int, found: readings.Evaluated) -> int | None:
     """Where git's subcommand is, past its global options; None when it cannot be told (an
-    alias defined on the command line, `-c alias.x=...`). Records `!` alias scripts."""
+    alias defined on the command line, `-c alias.x=...`). Records in `found` what the
+    configuration given on the command line runs (`-c core.pager=CMD`, `-c alias.x='!CMD'`,
+    `--config-env=core.pager=VAR`: a value known only at run time) and what the sub-command
+    runs (`rebase --exec CMD`, `config alias.x '!CMD'`, `ext::CMD` URLs)."""
     i = start + 1
     alias = False
     while i < len(words):
-        text = words[i].text
-        if text == "--" or not text.startswith("-") or words[i].expands:
+        word = words[i]
+        text = word.text
+        if text == "--" or not text.startswith("-") or word.expands:
             break
         value = None
         if text in _GIT_VALUE:
+            word = words[i + 1] if i + 1 < len(words) else word
             value = words[i + 1].text if i + 1 < len(words) else ""
             i += 1
         elif "=" in text and text.startswith("--"):
             value = text.split("=", 1)[1]
         if value is not None and text.startswith(("-c", "--config-env")):
-            key, _, script = value.partition("=")
+            key, _, setting = value.partition("=")
             if key.lower().startswith("alias."):
                 alias = True
-                if script.startswith("!"):
-                    scripts.append(script[1:])
+            from_env = text.startswith("--config-env")
+            readings.git_config(key, setting, word.expands or from_env, found)
         i += 1
+    readings.git_operands(words, i, found)
     if alias:
         return None
     return i if i < len(words) else len(words)
@@ -480,7 +491,9 @@ def _stdin_scripts(redirects: Sequence[_Redirect]) -> tuple[list[str], bool]:
 _STDIN = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 
 
-def _deny_reading(simple: _Simple) -> _DenyReading:
+def _deny_reading(simple: _Simple, resolve: bool = False) -> _DenyReading:
+    """`resolve`: an earlier command of the line changed which file a program name runs
+    (`PATH=...`, `hash -p`), so every program may be a shell."""
     words = simple.words
     heads = _heads(words)
     program = words[heads[-1]] if heads else None
@@ -488,8 +501,10 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
     feeders = [h for h in heads if _name(words[h]) == "xargs"]
     fed = feeders[0] if feeders else len(words)
     candidates: list[_Candidate] = []
-    scripts: list[str] = []
-    unknown = False
+    runs = readings.evaluated(words, heads)
+    scripts = runs.scripts
+    unknown = runs.doubt
+    resolve |= readings.resolves(words)
     for start, word in enumerate(words):
         head = start in heads
         more = start > fed
@@ -504,14 +519,20 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
             continue
         candidates.append(_Candidate(start, start + 1, head, more))
         name = _name(word)
+        shell = is_shell(word.text)
+        if (shell or may_be_shell(word.text) or (resolve and head)) and (
+            head or any("c" in w.text for w in words[start + 1 :])
+        ):
+            # a shell by name or by a path that may resolve to one (`/proc/self/exe`, `./x`
+            # linked to bash): its `-c` script and here-documents are read; a pipe it reads
+            # only counts as unseen when the word surely is a shell
+            inner, blind = _shell_scripts(words, start, simple.redirects if head else ())
+            scripts.extend(inner)
+            unknown |= blind and head and shell
         if name == "git":
-            rest = _git_rest(words, start, scripts)
+            rest = _git_rest(words, start, runs)
             if rest != start + 1:
                 candidates.append(_Candidate(start, rest, head, more))
-        elif name in _SHELLS and (head or any("c" in w.text for w in words[start + 1 :])):
-            found, blind = _shell_scripts(words, start, simple.redirects if head else ())
-            scripts.extend(found)
-            unknown |= blind and head
         elif name == "eval" and head:
             scripts.append(" ".join(w.text for w in words[start + 1 :]))
         elif name == "env":
@@ -532,7 +553,8 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
         redirects=simple.redirects,
         candidates=tuple(candidates),
         scripts=tuple(dict.fromkeys(scripts)),
-        unknown=unknown,
+        unknown=unknown or runs.doubt,
+        resolved=resolve,
     )
 
 
@@ -540,7 +562,9 @@ def _deny_reading(simple: _Simple) -> _DenyReading:
 def _deny_readings(command: str) -> tuple[_DenyReading, ...]:
     """Every simple command of `command`, including those inside substitutions of a command
     that cannot be read statically, as deny and ask rules read them. Cached like allows'."""
-    return tuple(_deny_reading(simple) for simple in analyze(command).commands)
+    simples = analyze(command).commands
+    resolve = any(readings.resolves(s.words) for s in simples)
+    return tuple(_deny_reading(simple, resolve) for simple in simples)
 
 
 # --- command patterns -----------------------------------------------------------------------
@@ -664,7 +688,20 @@ def _deny_hits(reading: _DenyReading, pattern: CommandPattern) -> bool:
         names = [first.text]
         name = _name(first)
         if not first.expands:
-            if not candidate.head and not first.glob:
+            if (
+                pattern.program is not None
+                and name != pattern.program
+                and (
+                    is_shell(pattern.program)
+                    and (
+                        is_shell(first.text)
+                        or (candidate.head and (reading.resolved or may_be_shell(first.text)))
+                    )
+                )
+            ):
+                # `/proc/self/exe -c CMD`, `./x -c CMD` may be `bash -c CMD`
+                names.append(pattern.program)
+            elif not candidate.head and not first.glob:
                 if pattern.program is not None and name != pattern.program:
                     continue
                 if pattern.program is None and not (

@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .evaluators import option_entries
 from .grammar import _Redirect, _Simple, _Word, analyze
 from .table import (
     FIND_GLOBAL,
@@ -119,13 +120,14 @@ def _git_is_safe(words: Sequence[_Word]) -> bool:
     if i >= len(words) or not _plain(words[i]):
         return False
     program = GIT.subcommands.get(words[i].text)
+    listed = f"git {words[i].text}"
     i += 1
     if program is not None and program.subcommands:
         if i >= len(words) or not _plain(words[i]):
             return False
         program = program.subcommands.get(words[i].text)
         i += 1
-    return program is not None and _args_are_safe(program, words[i:])
+    return program is not None and _args_are_safe(program, words[i:], listed)
 
 
 @dataclass(slots=True)
@@ -136,7 +138,14 @@ class _Parsed:
     """Some operand before `--` may expand into options (`_may_become_options`)."""
 
 
-def _args_are_safe(program: Program, words: Sequence[_Word]) -> bool:
+@functools.cache
+def _evaluating(listed: str) -> frozenset[str]:
+    """The spellings of `listed`'s options that run a string (`evaluators.py`): refused here
+    whatever the table says, so the table cannot drift from the list."""
+    return frozenset(n for e in option_entries(listed) for o in e.options for n in o.names)
+
+
+def _args_are_safe(program: Program, words: Sequence[_Word], listed: str | None = None) -> bool:
     if program.plain and not all(_plain(w) for w in words):
         return False
     if program.check == "find":
@@ -144,7 +153,8 @@ def _args_are_safe(program: Program, words: Sequence[_Word]) -> bool:
     parsed = _parse(program, words)
     if parsed is None:
         return False
-    if any(option.refused for option, _ in parsed.options):
+    evaluating = _evaluating(listed or program.name)
+    if any(option.refused or set(option.names) & evaluating for option, _ in parsed.options):
         return False
     if program.max_operands is not None and (
         len(parsed.operands) > program.max_operands or any(w.glob for w in parsed.operands)
