@@ -120,6 +120,14 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="worker processes for stateless HTTP (implies --stateless)",
     )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=25.0,  # serve.drain.DEFAULT_GRACE, not imported: it would load the server here
+        metavar="SECONDS",
+        help="on SIGTERM, refuse new sessions and wait this long for calls in flight before "
+        "shutting down (HTTP; a second signal stops at once)",
+    )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -546,6 +554,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         watch=args.watch,
         stateless=args.stateless or args.workers > 1,
         workers=args.workers,
+        grace=args.grace,
     )
     try:
         serve(options)

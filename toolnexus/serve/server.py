@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..approval import Decision
 from ..errors import ConfigError, ToolError
+from .drain import DEFAULT_GRACE, Drain, draining_server
 
 if TYPE_CHECKING:
     import mcp.types
@@ -119,6 +120,8 @@ class ServeOptions:
     """Stateless streamable HTTP: no session, any worker answers any request."""
     workers: int = 1
     """uvicorn worker processes (HTTP only; more than one needs `stateless`)."""
+    grace: float = DEFAULT_GRACE
+    """Seconds a SIGTERM waits for calls in flight before the server shuts down (HTTP)."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -181,6 +184,8 @@ def _require_token(host: str, token: str | None, auth: ServeAuth | None = None) 
 def _check(options: ServeOptions, auth: ServeAuth | None = None) -> tuple[str, int] | None:
     if options.workers < 1:
         raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
+    if not options.grace >= 0:  # also refuses NaN
+        raise ConfigError(f"must be 0 or more seconds, got {options.grace}", field="--grace")
     if options.http is None:
         if options.workers > 1 or options.stateless:
             flag = "--workers" if options.workers > 1 else "--stateless"
@@ -599,6 +604,7 @@ def http_app(
     stateless: bool = False,
     watch: bool = False,
     host: str = "127.0.0.1",
+    drain: Drain | None = None,
 ) -> Starlette:
     """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz`.
 
@@ -615,6 +621,8 @@ def http_app(
         watch: with a manifest path, reload on changes and notify clients.
         host: the address the app is bound to. On loopback the SDK's DNS-rebinding protection
             accepts only loopback Host and Origin headers.
+        drain: counts the requests in flight and, once draining, refuses new sessions and
+            answers `/healthz` with 503 (`toolnexus serve` drains on SIGTERM; see `drain`).
 
     Raises:
         ConfigError: `host` is not a loopback address and no token or auth was given, or
@@ -680,6 +688,8 @@ def http_app(
         toolkit = endpoint.toolkit
         if toolkit is None:
             return JSONResponse({"status": "starting"}, status_code=503)
+        if drain is not None and drain.draining:  # the balancer stops routing here
+            return JSONResponse({"status": "draining", "inflight": drain.inflight}, 503)
         body: dict[str, Any] = {"status": "ok", "generation": toolkit.generation}
         watch = toolkit.watch_status()
         if watch is not None:  # how many files are gone, never which (no token is needed here)
@@ -700,6 +710,8 @@ def http_app(
                 OAuthGate, validator=validator, metadata_url=metadata_url(auth), exempt=exempt
             )
         ]
+    if drain is not None:  # inside authentication: only admitted requests count
+        middleware.append(Middleware(drain.middleware))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
@@ -769,6 +781,7 @@ def serve(options: ServeOptions) -> None:
     )
     sys.stderr.flush()
     if options.workers == 1:
+        drain = Drain(MCP_PATH)
         app = http_app(
             manifest,
             token=options.token,
@@ -776,8 +789,13 @@ def serve(options: ServeOptions) -> None:
             stateless=options.stateless,
             watch=options.watch,
             host=host,
+            drain=drain,
         )
-        uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        # Drained first, so what is left at shutdown are idle event streams: close them soon.
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="info", timeout_graceful_shutdown=2
+        )
+        draining_server(config, drain, options.grace).run()
         return
     os.environ.update(
         {
@@ -795,5 +813,7 @@ def serve(options: ServeOptions) -> None:
         port=port,
         workers=options.workers,
         log_level="info",
-        timeout_graceful_shutdown=5,
+        # Stateless: no event streams stay open, so uvicorn's own wait for open connections is
+        # the drain (each worker stops accepting, then finishes its requests).
+        timeout_graceful_shutdown=options.grace,
     )
