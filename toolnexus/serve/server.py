@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import os
 import sys
 import warnings
@@ -815,5 +816,5 @@ def serve(options: ServeOptions) -> None:
         log_level="info",
         # Stateless: no event streams stay open, so uvicorn's own wait for open connections is
         # the drain (each worker stops accepting, then finishes its requests).
-        timeout_graceful_shutdown=options.grace,
+        timeout_graceful_shutdown=math.ceil(options.grace),  # uvicorn takes whole seconds
     )
