@@ -109,9 +109,11 @@ class Asked:
 
 
 @asynccontextmanager
-async def client(url: str, **options: Any) -> AsyncIterator[mcp.Client]:
+async def client(
+    url: str, headers: dict[str, str] | None = None, **options: Any
+) -> AsyncIterator[mcp.Client]:
     with anyio.fail_after(STARTUP):
-        async with httpx2.AsyncClient(timeout=WAIT) as http:
+        async with httpx2.AsyncClient(timeout=WAIT, headers=headers) as http:
             stream = streamable_http_client(url, http_client=http)
             async with mcp.Client(stream, read_timeout_seconds=WAIT, **options) as c:
                 yield c
@@ -240,6 +242,22 @@ async def test_an_approval_runs_its_call_once(http_url: str) -> None:
         again = await retry(c, "once", question.request_state)
     said = did_not_run(again)
     assert said == "" or "already used" in said
+
+
+@pytest.mark.anyio
+async def test_an_approval_given_to_one_caller_does_not_run_for_another(http_url: str) -> None:
+    """The caller is the credential the request carried: bob cannot use the approval alice's
+    user gave, for the very same call."""
+    alice = {"Authorization": "Bearer alice"}
+    async with client(http_url, headers=alice, elicitation_callback=Asked()) as c:
+        question = await first_round(c, "shared")
+    bob = {"Authorization": "Bearer bob"}
+    async with client(http_url, headers=bob, elicitation_callback=Asked()) as c:
+        outcome = await retry(c, "shared", question.request_state)
+    assert "another call" in did_not_run(outcome)
+    async with client(http_url, headers=alice, elicitation_callback=Asked()) as c:
+        ran = await retry(c, "shared", question.request_state)
+    assert isinstance(ran, types.CallToolResult) and not ran.is_error, ran
 
 
 @pytest.mark.anyio

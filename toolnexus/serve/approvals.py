@@ -125,14 +125,17 @@ class UsedApprovals(Protocol):
 
 @dataclass(kw_only=True)
 class InProcessUsedApprovals:
-    """`UsedApprovals` in this process's memory; expired records are dropped as claims come."""
+    """`UsedApprovals` in this process's memory. Expired records are dropped whenever the
+    record has doubled since the last sweep, so claims stay cheap however many are live."""
 
     _used: dict[str, float] = field(default_factory=dict)
+    _sweep_at: int = 64
 
     async def claim(self, nonce: str, expires_at: float) -> bool:
-        now = _now()
-        if len(self._used) > 64:
+        if len(self._used) >= self._sweep_at:
+            now = _now()
             self._used = {n: t for n, t in self._used.items() if t > now}
+            self._sweep_at = max(64, 2 * len(self._used))
         if nonce in self._used:
             return False
         self._used[nonce] = expires_at
