@@ -112,7 +112,7 @@ def _local_only() -> Any:
     def refuse(uri: str) -> Any:
         raise NoSuchResource(ref=uri)
 
-    return Registry(retrieve=refuse)  # type: ignore[call-arg]
+    return Registry(retrieve=refuse)
 
 
 def _message(error: Any) -> str:
