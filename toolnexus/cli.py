@@ -128,6 +128,14 @@ def _parser() -> argparse.ArgumentParser:
         help="on SIGTERM, refuse new sessions and wait this long for calls in flight before "
         "shutting down (HTTP; a second signal stops at once)",
     )
+    p.add_argument(
+        "--approval-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a client's user has to answer an approval question (default 600); "
+        "set $TOOLNEXUS_APPROVAL_SECRET (32+ bytes) to share approvals between replicas",
+    )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -555,6 +563,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         stateless=args.stateless or args.workers > 1,
         workers=args.workers,
         grace=args.grace,
+        approval_timeout=args.approval_timeout,
     )
     try:
         serve(options)

@@ -205,7 +205,9 @@ def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mo
     section = page[page.index("## Authorization (OAuth)") :]
     block = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
     monkeypatch.setenv("BILLING_CLIENT_ID", "id")
-    monkeypatch.setenv("BILLING_CLIENT_SECRET", "secret")
+    # Interpolated values are masked process-wide from then on: a common word ("secret") would
+    # be masked in every later test's messages ("client_***").
+    monkeypatch.setenv("BILLING_CLIENT_SECRET", "billing-client-secret-value")
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\n" + block)
     assert check_manifest(path) == ([], 3)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from urllib.parse import quote
 
-__all__ = ["Secret", "interpolate", "mask_secrets"]
+__all__ = ["Secret", "interpolate", "mask_secrets", "references"]
 
 Span = tuple[int, int]
 
@@ -126,6 +126,27 @@ def interpolate(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
         out.append(piece)
         size += len(piece)
     return Secret("".join(out), tuple(spans)), problems
+
+
+class _Lookups(dict[str, str]):
+    """An empty environment that records every name looked up in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def get(self, key: str, default: object = None) -> None:  # type: ignore[override]
+        self.names.append(key)
+
+
+def references(text: str) -> list[str]:
+    """The environment variables `text` reads through `${...}`, defaults' own references
+    included, in order; empty when it reads none (`$${` is a literal, not a reference)."""
+    if "${" not in text:
+        return []
+    lookups = _Lookups()
+    _expand(text, 0, lookups, [], nested=False)
+    return lookups.names
 
 
 Piece = tuple[str, bool]

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
-from .interpolate import interpolate, mask_secrets
+from .interpolate import interpolate, mask_secrets, references
 from .model import (
     BuiltinSite,
     Defaults,
@@ -57,6 +57,13 @@ _KINDS: dict[str, ToolKind] = {
 # Subtrees holding the user's own data (argument schemas, matchers, headers...): keys named
 # `timeout` there are not durations.
 _OPAQUE = frozenset({"parameters", "when", "env", "headers", "query", "body", "with", "set"})
+_TOOL_TEXT: dict[str, str] = {
+    "name": "a tool's name",
+    "title": "a tool's title",
+    "description": "a tool's description",
+    "parameters": "a tool's parameter schema",
+}
+"""A tool entry's fields sent to the model as they are written."""
 _STRENGTH: dict[Literal["allow", "ask", "deny"], int] = {"allow": 0, "ask": 1, "deny": 2}
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _CONTAINERS = frozenset({dict, list})
@@ -304,6 +311,10 @@ class _Loader:
         if kind is str or (kind not in _CONTAINERS and isinstance(value, str)):
             if "${" not in value:
                 return value
+            if (names := references(value)) and (what := _model_reads(path)) is not None:
+                self.issue(ctx, path, _model_text_problem(what, names), "env")
+                bad.add(path)
+                return value  # never filled in: nothing of the variable is read
             text, problems = interpolate(value, self.env)
             for problem in problems:
                 self.issue(ctx, path, problem, "env")
@@ -724,6 +735,32 @@ class _Loader:
             sub = ("mcp_servers", name)
             if not self.check(server_check, entry, sub, file_ctx, bad):
                 self.server(name, entry, sub, file_ctx, scope)
+
+
+def _model_reads(path: NodePath) -> str | None:
+    """What the field at `path` is, when its text reaches the model as written (tool
+    definitions, names, and the approval reasons refusals quote); None for every other field.
+
+    `${VAR}` is refused in these, whatever the variable: interpolation is for values sent to a
+    program or a server, and a description is read by the model (and whoever sees its context).
+    """
+    if len(path) >= 3 and path[0] == "tools" and isinstance(path[2], str) and path[2] in _TOOL_TEXT:
+        return _TOOL_TEXT[path[2]]
+    if len(path) == 3 and path[2] == "prefix" and path[0] in ("include", "mcp_servers", "tools"):
+        return "a prefix of tool names"
+    if len(path) >= 4 and path[-1] == "reason" and path[-4:-2] == ("approval", "rules"):
+        return "an approval rule's reason (refusals quote it to the model)"
+    return None
+
+
+def _model_text_problem(what: str, names: list[str]) -> str:
+    shown = ", ".join(dict.fromkeys(names))
+    return (
+        f"{what} is text the model reads, and `${{...}}` here would put the value of "
+        f"environment variable {shown} into it: interpolation is for values sent to a program or "
+        "server (command, args, env, headers, url, query, body). Write the text out, move the "
+        "value to where it is sent, or write $${ for a literal ${"
+    )
 
 
 def _mcp_server(entry: dict[str, Any]) -> dict[str, Any]:

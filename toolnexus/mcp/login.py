@@ -3,7 +3,10 @@ redirect listener on 127.0.0.1 (RFC 8252), on the provider of `mcp.auth`.
 
 The authorization page is opened with the system browser (`webbrowser`, in a thread: a browser
 command may wait for its window to close) and its URL is always printed, for a machine without
-one. The answer comes back to a one-shot listener; the SDK checks its `state` and `iss`.
+one. The answer comes back to a one-shot listener, which takes only an answer carrying this
+login's `state` (none before the authorization URL exists): any program on this machine can
+reach it, so a refused answer gets an error page, is reported to the user, and the listener keeps
+waiting for the real one. The SDK checks `state` and `iss` again.
 """
 
 from __future__ import annotations
@@ -65,7 +68,15 @@ async def login(
     storage = _StoredLogin(store, url)
     record = storage.record()
     wanted_port = _registered_port(record.get("client"))
-    async with _Loopback.open(wanted_port) as listener:
+    def report(peer: str) -> None:
+        out.write(
+            f"warning: refused an answer on the login listener (from {peer}) that is not for "
+            "this login (its state is not this login's); if you did not send it, another "
+            "program on this machine tried to take over the login. Still waiting for yours.\n"
+        )
+        out.flush()
+
+    async with _Loopback.open(wanted_port, report) as listener:
         # Nothing stored is dropped here: the provider ignores the stored tokens (and a client
         # registered for another port) and the new login replaces them only once it has
         # succeeded, so an abandoned login leaves the one that worked.
@@ -165,18 +176,28 @@ def _registered_port(client: object) -> int | None:
 class _Loopback:
     """A one-shot HTTP listener on 127.0.0.1 for the authorization redirect (RFC 8252 §7.3)."""
 
-    def __init__(self) -> None:
+    def __init__(self, report: Callable[[str], None]) -> None:
         self.answer: asyncio.Future[AuthorizationCodeResult] = (
             asyncio.get_running_loop().create_future()
         )
         self.port = 0
         self._server: asyncio.Server | None = None
         self._state: str | None = None
+        self._report = report
 
     def expect(self, authorization_url: str) -> None:
         """Take answers only for this authorization request: any page in a browser on this
-        machine can reach the listener, and a planted code or error must not end the login."""
+        machine can reach the listener, and a planted code or error must not end the login.
+        Until this is called there is no request, so every answer is refused."""
         self._state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
+
+    def _ours(self, state: str | None) -> bool:
+        expected = self._state
+        return (
+            expected is not None
+            and state is not None
+            and secrets.compare_digest(state.encode(), expected.encode())
+        )
 
     @property
     def redirect_uri(self) -> str:
@@ -184,8 +205,12 @@ class _Loopback:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, port: int | None) -> AsyncGenerator[_Loopback, None]:
-        listener = cls()
+    async def open(
+        cls, port: int | None, report: Callable[[str], None]
+    ) -> AsyncGenerator[_Loopback, None]:
+        """Listen on `port` (another free one when it is taken); `report` is told the peer of
+        every refused answer."""
+        listener = cls(report)
         try:
             server = await asyncio.start_server(listener._serve, "127.0.0.1", port or 0)
         except OSError:
@@ -211,10 +236,10 @@ class _Loopback:
                 await _reply(writer, 404, "Not found.")
                 return
             query = {k: v[0] for k, v in parse_qs(target.query).items()}
-            if self._state is not None and not secrets.compare_digest(
-                query.get("state", "").encode(), self._state.encode()
-            ):
+            if not self._ours(query.get("state")):
                 await _reply(writer, 400, "This answer is not for the login toolnexus started.")
+                peer = writer.get_extra_info("peername")
+                self._report(f"{peer[0]}:{peer[1]}" if peer else "an unknown address")
                 return
             if "error" in query:
                 said = query.get("error_description") or query["error"]

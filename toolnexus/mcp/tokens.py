@@ -4,7 +4,9 @@ Tokens belong to a person, not to a manifest, so they live under the user's conf
 (`$XDG_CONFIG_HOME/toolnexus/tokens.json`, else `~/.config/toolnexus/tokens.json`; the file
 `$TOOLNEXUS_TOKEN_STORE` instead when set). The folder is made 0700 and the file 0600; every
 write goes to a temporary file in the same folder and is renamed over the old one, under an
-advisory lock, so a crash or two processes logging in at once never leave half a file.
+advisory lock, so a crash or two processes logging in at once never leave half a file. The
+folder, the file and the lock file are never symbolic links: a link planted in their place would
+send tokens, a chmod or a new file wherever it points, so the store refuses to follow one.
 
 Records are keyed by the server's URL (without fragment), so two manifests that name the same
 server share one login. A record holds what the OAuth flow needs to act again without a browser:
@@ -18,6 +20,7 @@ dependency with a daemon behind it that headless machines lack, and it would onl
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -26,6 +29,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ConfigError
 
 __all__ = ["TokenStore", "server_key", "token_store_path"]
 
@@ -86,10 +91,17 @@ class TokenStore:
     # -- the file ----------------------------------------------------------------------------
 
     def _read(self) -> dict[str, Any]:
+        self._refuse_linked_folder()
         try:
-            text = self.path.read_text(encoding="utf-8")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return {}
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:  # O_NOFOLLOW met a link
+                raise
+            raise self._linked(self.path) from exc
+        with os.fdopen(fd, encoding="utf-8") as file:
+            text = file.read()
         try:
             data = json.loads(text)
         except ValueError:
@@ -111,13 +123,33 @@ class TokenStore:
                 os.unlink(temp)
             raise
 
+    def _refuse_linked_folder(self) -> None:
+        folder = self.path.parent
+        if folder.is_symlink():
+            raise self._linked(folder)
+
+    def _linked(self, path: Path) -> ConfigError:
+        return ConfigError(
+            f"{path} is a symbolic link, and the token store does not follow links (one planted "
+            "there would send your tokens, or a new file, wherever it points): remove it, or "
+            "set TOOLNEXUS_TOKEN_STORE to a file in a folder of your own",
+            field="token store",
+        )
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         folder = self.path.parent
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._refuse_linked_folder()
         if folder.name == "toolnexus":
             os.chmod(folder, 0o700)  # our own folder: nobody else may list it
-        lock = os.open(folder / f".{self.path.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        path = folder / f".{self.path.name}.lock"
+        try:
+            lock = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise self._linked(path) from exc
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield

@@ -1,5 +1,10 @@
-"""Meta-checks (`check_schema`): is a schema valid Draft 2020-12, and do its local `$ref`s resolve?
+"""Meta-checks (`check_schema`): is a schema valid Draft 2020-12, do its local `$ref`s resolve,
+and does every reference stay inside the schema's own document?
 
+A reference to another document (`"$ref": "https://..."`, or a relative one that leaves the
+document) is refused: resolving it would fetch a URL that a tool definition chose, from
+whatever machine validates the call. Validation never fetches either (see `validate`); refusing
+at build makes the mistake visible where it was made.
 Runs once per tool, at build. A fast structural pass accepts the common schemas; anything it is
 not sure about goes through jsonschema's meta-schema validation, and `jsonschema` is imported only
 then. Separate from validation, which checks arguments against a schema on every call.
@@ -136,7 +141,7 @@ def _regex_ok(pattern: str) -> bool:
 
 
 def check_schema(schema: Any, *, field: str = "parameters") -> None:
-    """Check that `schema` is a valid Draft 2020-12 schema whose local `$ref`s all resolve.
+    """Check that `schema` is a valid Draft 2020-12 schema whose `$ref`s all resolve inside it.
 
     Meant for build time. Common schemas are checked by a fast structural pass; anything it is
     not sure about goes through jsonschema's meta-schema validation.
@@ -150,6 +155,13 @@ def check_schema(schema: Any, *, field: str = "parameters") -> None:
         if problems:
             listed = "; ".join(f"{path}: {message}" for path, message in problems)
             raise ConfigError(f"not a valid JSON Schema (Draft 2020-12): {listed}", field=field)
+    for path, ref in _foreign_refs(schema):
+        raise ConfigError(
+            f"a schema whose {path} ({ref!r}) names another document: remote references are "
+            "never fetched; copy the schema it names under `$defs` and point to it with "
+            "'#/$defs/NAME'",
+            field=field,
+        )
     if isinstance(schema, dict) and not _has_key(schema, "$id"):
         for path, ref in _local_refs(schema, "$"):
             if resolve_pointer(schema, ref) is MISSING:
@@ -188,6 +200,47 @@ def _has_key(node: Any, key: str) -> bool:
     if isinstance(node, list):
         return any(_has_key(v, key) for v in node)
     return False
+
+
+_REF_KEYS: Final = ("$ref", "$dynamicRef")
+_DATA_KEYS: Final = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are data, not schemas: a `$ref` or `$id` there means nothing."""
+
+
+def _foreign_refs(schema: Any) -> list[tuple[str, str]]:
+    """`(json_path, ref)` of every reference that leaves the document: resolved against the
+    `$id`s around it (as jsonschema's `referencing` does, with `urljoin`), it names neither the
+    document, nor a resource the document declares with `$id`, nor a meta-schema that ships with
+    jsonschema (which it resolves without fetching). An allow-list: nothing else is local."""
+    from urllib.parse import urldefrag, urljoin
+
+    resources: set[str] = {""}
+    refs: list[tuple[str, str, str]] = []
+
+    def walk(node: Any, path: str, base: str) -> None:
+        if isinstance(node, dict):
+            declared = node.get("$id")
+            if isinstance(declared, str):
+                base = urldefrag(urljoin(base, declared))[0]
+                resources.add(base)
+            for key in _REF_KEYS:
+                ref = node.get(key)
+                if isinstance(ref, str):
+                    refs.append((f"{path}.{key}", ref, urldefrag(urljoin(base, ref))[0]))
+            for key, value in node.items():
+                if key not in _DATA_KEYS:
+                    walk(value, _join_path(path, key), base)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]", base)
+
+    walk(schema, "$", "")
+    foreign = [(path, ref) for path, ref, target in refs if target not in resources]
+    if not foreign:
+        return []
+    from jsonschema_specifications import REGISTRY  # bundled with jsonschema: no fetch
+
+    return [(path, ref) for path, ref in foreign if urldefrag(ref)[0] not in REGISTRY]
 
 
 def _local_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:

@@ -4,12 +4,16 @@ It must be fast. The schema is compiled by `checker` into closures that answer m
 exactly as `jsonschema` would. Only a False, an unsure answer, or a schema using keywords the
 closures do not implement reaches `jsonschema.Draft202012Validator`, which then gives the
 verdict and the messages. `jsonschema` is imported only then: `import toolnexus` and a build of
-valid derived tools never load it. Separate because it is the hot path, on another clock than
+valid derived tools never load it. Its registry resolves references inside the schema and the
+meta-schemas it ships, and nothing else: a reference to another document is never fetched (a
+tool definition must not make the toolkit request a URL); the call is refused instead.
+Separate because it is the hot path, on another clock than
 derivation and meta-checks (which run once, at build).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 from ._paths import _json_path
@@ -47,7 +51,12 @@ class Validator:
                 return check(instance)
             except _Unsure:
                 pass
-        return bool(self._reference().is_valid(instance))
+        from referencing.exceptions import Unresolvable
+
+        try:
+            return bool(self._reference().is_valid(instance))
+        except Unresolvable:
+            return False
 
     def errors(self, instance: Any) -> list[tuple[str, str]]:
         """Every violation as `(json_path, message)`; empty when `instance` is valid."""
@@ -58,10 +67,22 @@ class Validator:
                     return []
             except _Unsure:
                 pass
-        return [
-            (_json_path(error.absolute_path), _message(error))
-            for error in self._reference().iter_errors(instance)
-        ]
+        from referencing.exceptions import Unresolvable
+
+        try:
+            return [
+                (_json_path(error.absolute_path), _message(error))
+                for error in self._reference().iter_errors(instance)
+            ]
+        except Unresolvable as exc:
+            return [
+                (
+                    "$",
+                    f"the tool's schema refers to {str(getattr(exc, 'ref', exc))!r}, which is "
+                    "not part of it; references to other documents are not fetched, so no "
+                    "call of this tool can be checked (its definition must be fixed)",
+                )
+            ]
 
     def drop_null_optionals(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """`drop_null_optionals` with this validator's schema, planned once."""
@@ -76,8 +97,22 @@ class Validator:
         if validator is None:
             from jsonschema import Draft202012Validator
 
-            validator = self._jsonschema = Draft202012Validator(self.schema)
+            validator = self._jsonschema = Draft202012Validator(
+                self.schema, registry=_local_only()
+            )
         return validator
+
+
+@functools.cache
+def _local_only() -> Any:
+    """A `referencing` registry that retrieves nothing (jsonschema adds its meta-schemas)."""
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)
+
+    return Registry(retrieve=refuse)
 
 
 def _message(error: Any) -> str:

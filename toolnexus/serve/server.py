@@ -7,10 +7,13 @@ callers exactly as for a local agent.
 
 Approval. A call a rule marks `ask` is put to the *client's user* through MCP elicitation:
 mid-call (`elicitation/create`) on handshake-era connections, or as an `InputRequiredResult`
-the client answers and retries on 2026-07-28 connections (which also works on stateless HTTP
-and across workers: the question is derived from the call itself, nothing is kept server-side).
-A client that did not declare elicitation cannot ask anyone, so the call is refused with a
-message saying so. The toolkit's own `approver` is never consulted for remote calls.
+the client answers and retries on 2026-07-28 connections. The question shows the arguments
+whole (or the call is refused unasked when they are too long to show), and the retry's
+`requestState` is a ticket the server signed over the whole call, which expires and is used up
+by the call it approves (`serve.approvals`): it works on stateless HTTP and across workers that
+share `TOOLNEXUS_APPROVAL_SECRET`. A client that did not declare elicitation cannot ask anyone,
+so the call is refused with a message saying so. The toolkit's own `approver` is never
+consulted for remote calls.
 
 Reload. With `watch`, each reload that changed tools is announced to every connected client:
 `notifications/tools/list_changed` on handshake-era connections and a `ToolsListChanged` event
@@ -32,6 +35,7 @@ import ipaddress
 import json
 import math
 import os
+import secrets
 import sys
 import warnings
 import weakref
@@ -42,7 +46,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..approval import Decision
-from ..errors import ConfigError, ToolError
+from ..errors import ApprovalDenied, ConfigError, ToolError
+from .approvals import (
+    APPROVAL_SECRET_ENV,
+    SHOWN_MAX,
+    Approvals,
+    call_digest,
+    show_arguments,
+)
+from .approvals import approval_secret as approval_secret_from_env
 from .drain import DEFAULT_GRACE, Drain, draining_server
 
 if TYPE_CHECKING:
@@ -72,14 +84,16 @@ MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 """`GET` answers 200 once the worker's toolkit is built (no token needed: it reveals nothing)."""
 APPROVAL_TIMEOUT_S = 600.0
-"""How long a mid-call approval question waits for the client's user before the call is
-refused (a question nobody answers would otherwise hold the call, and its worker, forever)."""
+"""How long an approval question waits for the client's user before the call is refused (a
+question nobody answers would otherwise hold the call, and its worker, forever); on 2026-07-28
+connections, how long the signed approval of the retry stays valid."""
 
 _ENV_MANIFEST = "TOOLNEXUS_SERVE_MANIFEST"
 _ENV_TOKEN = "TOOLNEXUS_SERVE_TOKEN"
 _ENV_HOST = "TOOLNEXUS_SERVE_HOST"
 _ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
 _ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
+_ENV_APPROVAL_TIMEOUT = "TOOLNEXUS_SERVE_APPROVAL_TIMEOUT"
 
 _APPROVAL_KEY = "toolnexus/approval"
 """The key of our question in an `InputRequiredResult` and of its answer in the retry."""
@@ -95,8 +109,6 @@ _APPROVAL_SCHEMA: dict[str, Any] = {
     },
     "required": ["approve"],
 }
-_ARGS_SHOWN = 2000
-"""Characters of a call's arguments shown in an approval prompt; the rest is elided."""
 
 _ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -123,6 +135,8 @@ class ServeOptions:
     """uvicorn worker processes (HTTP only; more than one needs `stateless`)."""
     grace: float = DEFAULT_GRACE
     """Seconds a SIGTERM waits for calls in flight before the server shuts down (HTTP)."""
+    approval_timeout: float = APPROVAL_TIMEOUT_S
+    """Seconds the client's user has to answer an approval question."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -187,6 +201,12 @@ def _check(options: ServeOptions, auth: ServeAuth | None = None) -> tuple[str, i
         raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
     if not options.grace >= 0:  # also refuses NaN
         raise ConfigError(f"must be 0 or more seconds, got {options.grace}", field="--grace")
+    if not (math.isfinite(options.approval_timeout) and options.approval_timeout > 0):
+        raise ConfigError(
+            f"must be a positive number of seconds, got {options.approval_timeout:g}",
+            field="--approval-timeout",
+        )
+    approval_secret_from_env()  # a secret too short to be one fails before anything starts
     if options.http is None:
         if options.workers > 1 or options.stateless:
             flag = "--workers" if options.workers > 1 else "--stateless"
@@ -248,7 +268,11 @@ class _Announcer:
 
 
 def build_server(
-    toolkit: Toolkit, *, name: str | None = None, approval_timeout: float = APPROVAL_TIMEOUT_S
+    toolkit: Toolkit,
+    *,
+    name: str | None = None,
+    approval_timeout: float = APPROVAL_TIMEOUT_S,
+    approval_secret: bytes | None = None,
 ) -> Server[Any]:
     """An MCP `Server` (low-level SDK) that lists and runs `toolkit`'s tools.
 
@@ -259,14 +283,25 @@ def build_server(
     Args:
         toolkit: the tools to serve; the caller keeps ownership (close it after serving).
         name: the server name clients see; default: the manifest's `name:`, else `toolnexus`.
-        approval_timeout: seconds a mid-call approval question waits for the client's user;
-            then the call is refused with a message saying so.
+        approval_timeout: seconds an approval question waits for the client's user (then the
+            call is refused with a message saying so); on 2026-07-28 connections, how long the
+            signed approval the client sends back stays valid.
+        approval_secret: the secret approvals are signed with, shared by every server that
+            must accept the others' (at least 32 bytes); default: `TOOLNEXUS_APPROVAL_SECRET`,
+            else one made for this server alone.
+
+    Raises:
+        ConfigError: `TOOLNEXUS_APPROVAL_SECRET` is shorter than 32 bytes, or the timeout is
+            not a positive number.
     """
-    return _build_server(toolkit, name, approval_timeout)[0]
+    return _build_server(toolkit, name, approval_timeout, approval_secret)[0]
 
 
 def _build_server(
-    toolkit: Toolkit, name: str | None, approval_timeout: float = APPROVAL_TIMEOUT_S
+    toolkit: Toolkit,
+    name: str | None,
+    approval_timeout: float = APPROVAL_TIMEOUT_S,
+    secret: bytes | None = None,
 ) -> tuple[Server[Any], Callable[[ReloadEvent], Awaitable[None]]]:
     """The server, and the reload listener it added to `toolkit.on_reload` (for removal when
     the toolkit outlives the server)."""
@@ -281,6 +316,7 @@ def _build_server(
     from .log import ClientLogLevels, forward_logs
 
     name = name or toolkit.name or "toolnexus"
+    approvals = Approvals(secret=secret or approval_secret_from_env(), ttl=approval_timeout)
 
     announcer = _Announcer()
     searches = SessionStates()  # each client's loaded deferred tools
@@ -313,7 +349,9 @@ def _build_server(
         verdict = toolkit.check(params.name, arguments)
         approver: Approver = _refuse
         if verdict.decision is Decision.ASK:
-            gate = _approval_gate(ctx, params, arguments, verdict, approval_timeout)
+            gate = await _approval_gate(
+                ctx, name, params=params, arguments=arguments, verdict=verdict, approvals=approvals
+            )
             if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
                 return gate
             approver = gate
@@ -374,29 +412,27 @@ def _refuse(request: ApprovalRequest) -> bool:
 # --- approval over MCP ------------------------------------------------------------------------
 
 
-def _question(name: str, arguments: Any, verdict: Verdict) -> str:
-    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
-    if len(shown) > _ARGS_SHOWN:
-        shown = shown[:_ARGS_SHOWN] + f"… ({len(shown) - _ARGS_SHOWN} more characters)"
+def _question(name: str, shown: str, verdict: Verdict) -> str:
     return f"Allow tool {name!r} with arguments {shown}? ({verdict.describe()})"
 
 
-def _fingerprint(question: str) -> str:
-    """Binds an answer to the exact question the client was shown (request_state)."""
-    return hashlib.sha256(question.encode()).hexdigest()[:32]
+def _caller(ctx: Any) -> str:
+    """Who is calling, as far as the request tells: a digest of the bearer credential it
+    carried over HTTP ("" on stdio and in process, where the one client is the connection)."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    credential = headers.get("authorization", "") if headers is not None else ""
+    return hashlib.sha256(credential.encode()).hexdigest() if credential else ""
 
 
-def _refusal(name: str, verdict: Verdict, why: str) -> mcp.types.CallToolResult:
-    from ..adapters import mcp_result
-    from ..base import Result
+_NO_QUESTION_FIX = "Use an MCP client that supports elicitation"
 
-    return mcp_result(
-        Result.error(
-            f"tool {name!r} needs the user's approval ({verdict.describe()}), and {why}. "
-            "Use an MCP client that supports elicitation, or ask the server's operator to "
-            "allow this call in the manifest.",
-            error_type="ApprovalDenied",
-        )
+
+def _refusal(
+    name: str, verdict: Verdict, why: str, fix: str = _NO_QUESTION_FIX
+) -> mcp.types.CallToolResult:
+    return _refused(
+        f"tool {name!r} needs the user's approval ({verdict.describe()}), and {why}. {fix}, "
+        "or ask the server's operator to allow this call in the manifest."
     )
 
 
@@ -426,12 +462,14 @@ def _accepted(answer: mcp.types.ElicitResult) -> bool:
     )
 
 
-def _approval_gate(
+async def _approval_gate(
     ctx: Any,
+    server: str,
+    *,
     params: mcp.types.CallToolRequestParams,
     arguments: Any,
     verdict: Verdict,
-    timeout: float,
+    approvals: Approvals,
 ) -> Approver | mcp.types.CallToolResult | mcp.types.InputRequiredResult:
     """How this call's `ask` is answered: an approver for the executor, or the result to send
     instead of running the call (a refusal, or the question as an `InputRequiredResult`)."""
@@ -453,64 +491,107 @@ def _approval_gate(
         return _refusal(
             name, verdict, "this client cannot ask its user: it did not declare elicitation"
         )
-    question = _question(name, arguments, verdict)
+    try:
+        shown = show_arguments(arguments)
+        call = call_digest(server, name, arguments, _caller(ctx))
+    except (TypeError, ValueError):  # only in process: MCP arguments arrive as JSON
+        return _refusal(
+            name, verdict, "its arguments are not plain JSON, so nobody can be shown them"
+        )
+    if len(shown) > SHOWN_MAX:
+        return _refusal(
+            name,
+            verdict,
+            f"its arguments are too long to show: {len(shown)} characters, more than the "
+            f"{SHOWN_MAX} an approval question shows whole, and nobody is asked to approve "
+            "what they were not shown, so the call was not run",
+            fix="Make the call smaller (split the work into several calls)",
+        )
+    question = _question(name, shown, verdict)
     if modern:
         answer = (params.input_responses or {}).get(_APPROVAL_KEY)
-        if isinstance(answer, types.ElicitResult) and params.request_state == _fingerprint(
-            question
-        ):
-            return lambda request: _accepted(answer)
-        return types.InputRequiredResult(
-            input_requests={
-                _APPROVAL_KEY: types.ElicitRequest(
-                    params=types.ElicitRequestFormParams(
-                        message=question, requested_schema=_APPROVAL_SCHEMA
+        if answer is None:
+            return types.InputRequiredResult(
+                input_requests={
+                    _APPROVAL_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=question, requested_schema=_APPROVAL_SCHEMA
+                        )
                     )
-                )
-            },
-            request_state=_fingerprint(question),
-        )
+                },
+                request_state=approvals.issue(call),
+            )
+        try:
+            await approvals.redeem(params.request_state, call)
+        except ApprovalDenied as exc:
+            return _refused(exc.message)
+        if not isinstance(answer, types.ElicitResult):
+            return _refused(
+                "the client answered the approval question with something other than an "
+                "elicitation result, so the call was not run"
+            )
+        return lambda request: _accepted(answer)
 
     async def elicit(request: ApprovalRequest) -> bool:
         import anyio
 
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(approvals.ttl):
                 answer = await ctx.session.elicit_form(
                     question, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
                 )
         except TimeoutError:
             raise ToolError(
-                f"nobody answered the approval question within {timeout:g} s, so the call "
-                "was not run"
+                f"nobody answered the approval question within {approvals.ttl:g} s, so the "
+                "call was not run"
             ) from None
         return _accepted(answer)
 
     return elicit
 
 
+def _refused(message: str) -> mcp.types.CallToolResult:
+    from ..adapters import mcp_result
+    from ..base import Result
+
+    return mcp_result(Result.error(message, error_type="ApprovalDenied"))
+
+
 # --- stdio ------------------------------------------------------------------------------------
 
 
-async def serve_stdio(toolkit: Toolkit, *, name: str | None = None) -> None:
+async def serve_stdio(
+    toolkit: Toolkit,
+    *,
+    name: str | None = None,
+    approval_timeout: float = APPROVAL_TIMEOUT_S,
+    approval_secret: bytes | None = None,
+) -> None:
     """Serve `toolkit` on this process's stdin/stdout until the client closes stdin.
 
     The SDK moves the process's own stdout onto stderr while serving, so a tool that prints
-    cannot corrupt the protocol stream.
+    cannot corrupt the protocol stream. `approval_timeout` and `approval_secret` are
+    `build_server`'s.
     """
     from mcp.server.stdio import stdio_server
 
-    server = build_server(toolkit, name=name)
+    server = build_server(
+        toolkit, name=name, approval_timeout=approval_timeout, approval_secret=approval_secret
+    )
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_stdio_manifest(manifest: Path, *, watch: bool) -> None:
+async def _serve_stdio_manifest(
+    manifest: Path, *, watch: bool, approval_timeout: float, approval_secret: bytes | None
+) -> None:
     from ..toolkit import acreate_toolkit
     from .forward import refuse_unforwarded as ask
 
     async with await acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask) as tk:
-        await serve_stdio(tk)
+        await serve_stdio(
+            tk, approval_timeout=approval_timeout, approval_secret=approval_secret
+        )
 
 
 # --- streamable HTTP --------------------------------------------------------------------------
@@ -606,6 +687,8 @@ def http_app(
     watch: bool = False,
     host: str = "127.0.0.1",
     drain: Drain | None = None,
+    approval_timeout: float = APPROVAL_TIMEOUT_S,
+    approval_secret: bytes | None = None,
 ) -> Starlette:
     """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz`.
 
@@ -624,10 +707,13 @@ def http_app(
             accepts only loopback Host and Origin headers.
         drain: counts the requests in flight and, once draining, refuses new sessions and
             answers `/healthz` with 503 (`toolnexus serve` drains on SIGTERM; see `drain`).
+        approval_timeout: seconds the client's user has to answer an approval question.
+        approval_secret: what approvals are signed with; give every worker and replica the
+            same one (default: `TOOLNEXUS_APPROVAL_SECRET`, else one for this app alone).
 
     Raises:
-        ConfigError: `host` is not a loopback address and no token or auth was given, or
-            both a token and auth were.
+        ConfigError: `host` is not a loopback address and no token or auth was given, both a
+            token and auth were, or `TOOLNEXUS_APPROVAL_SECRET` is too short.
         ManifestError: `source` is a manifest path, and the manifest is invalid.
     """
     from mcp.server.streamable_http_manager import (
@@ -645,6 +731,7 @@ def http_app(
 
         auth = load_manifest(Path(source)).serve_auth
     _require_token(host, token, auth)
+    secret = approval_secret or approval_secret_from_env()
     endpoint = _Endpoint()
     validator = None
     if auth is not None:
@@ -666,7 +753,7 @@ def http_app(
                     Path(source), watch=watch, elicitation=ask, sampling=ask
                 )
                 stack.push_async_callback(toolkit.aclose)
-            server, listener = _build_server(toolkit, None)
+            server, listener = _build_server(toolkit, None, approval_timeout, secret)
             stack.callback(toolkit.on_reload.remove, listener)
             manager = StreamableHTTPSessionManager(
                 app=server,
@@ -719,10 +806,13 @@ def http_app(
 def app_from_env() -> Starlette:
     """The app of one uvicorn worker, configured by the environment `serve` sets:
     `TOOLNEXUS_SERVE_MANIFEST`, `TOOLNEXUS_SERVE_TOKEN`, `TOOLNEXUS_SERVE_HOST`,
-    `TOOLNEXUS_SERVE_STATELESS` and `TOOLNEXUS_SERVE_WATCH` (`1` for on).
+    `TOOLNEXUS_SERVE_STATELESS` and `TOOLNEXUS_SERVE_WATCH` (`1` for on),
+    `TOOLNEXUS_SERVE_APPROVAL_TIMEOUT` (seconds) and `TOOLNEXUS_APPROVAL_SECRET` (which the
+    worker then removes from its environment, so the tools it runs never inherit it).
 
     Use it as `uvicorn toolnexus.serve:app_from_env --factory` when running uvicorn (or
-    another ASGI server) yourself.
+    another ASGI server) yourself; then set `TOOLNEXUS_APPROVAL_SECRET` for every worker, or
+    a 2026-07-28 client's approval works only if its retry reaches the worker that asked.
     """
     manifest = os.environ.get(_ENV_MANIFEST)
     if not manifest:
@@ -730,13 +820,30 @@ def app_from_env() -> Starlette:
             f"{_ENV_MANIFEST} is not set; set it to the manifest to serve (toolnexus serve sets "
             "it for its workers)"
         )
+    timeout_text = os.environ.get(_ENV_APPROVAL_TIMEOUT) or repr(APPROVAL_TIMEOUT_S)
+    try:
+        timeout = float(timeout_text)
+    except ValueError:
+        raise ConfigError(
+            f"{timeout_text!r} is not a number of seconds", field=_ENV_APPROVAL_TIMEOUT
+        ) from None
     return http_app(
         manifest,
         token=os.environ.get(_ENV_TOKEN) or None,
         stateless=os.environ.get(_ENV_STATELESS) == "1",
         watch=os.environ.get(_ENV_WATCH) == "1",
         host=os.environ.get(_ENV_HOST, "127.0.0.1"),
+        approval_timeout=timeout,
+        approval_secret=_take_secret(),
     )
+
+
+def _take_secret() -> bytes | None:
+    """The approval secret from the environment, removed from it: the tools this process runs
+    (commands, MCP servers over stdio) inherit its environment, and must not sign approvals."""
+    secret = approval_secret_from_env()
+    os.environ.pop(APPROVAL_SECRET_ENV, None)
+    return secret
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -756,8 +863,16 @@ def serve(options: ServeOptions) -> None:
 
         auth = load_manifest(manifest).serve_auth  # a broken manifest fails here, before uvicorn
     address = _check(options, auth)
+    secret = _take_secret()
     if address is None:
-        asyncio.run(_serve_stdio_manifest(manifest, watch=options.watch))
+        asyncio.run(
+            _serve_stdio_manifest(
+                manifest,
+                watch=options.watch,
+                approval_timeout=options.approval_timeout,
+                approval_secret=secret,
+            )
+        )
         return
 
     import uvicorn
@@ -791,6 +906,8 @@ def serve(options: ServeOptions) -> None:
             watch=options.watch,
             host=host,
             drain=drain,
+            approval_timeout=options.approval_timeout,
+            approval_secret=secret,
         )
         # Drained first, so what is left at shutdown are idle event streams: close them soon.
         config = uvicorn.Config(
@@ -805,6 +922,10 @@ def serve(options: ServeOptions) -> None:
             _ENV_HOST: host,
             _ENV_STATELESS: "1" if options.stateless else "0",
             _ENV_WATCH: "1" if options.watch else "0",
+            _ENV_APPROVAL_TIMEOUT: repr(options.approval_timeout),
+            # One secret for every worker, so a retry may reach any of them: the operator's,
+            # else one made now (the workers take it out of their environment).
+            APPROVAL_SECRET_ENV: (secret or secrets.token_urlsafe(32).encode()).decode(),
         }
     )
     uvicorn.run(
