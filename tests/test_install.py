@@ -260,7 +260,8 @@ def test_dry_run_writes_nothing(client: str, tools: Path, tmp_path: Path) -> Non
 
     assert done.returncode == 0, done.stderr
     assert "would be added" in done.stdout and "nothing written" in done.stdout
-    assert str(tools.resolve()) in done.stdout  # the entry is shown
+    assert str(tools.resolve()) in done.stdout  # the entry is shown, in the file's own format
+    assert ("[mcp_servers.Team-Tools]" in done.stdout) == (client == "codex")
     assert not (tmp_path / FILES[client]).exists()
     assert not (tmp_path / FILES[client]).parent.exists() or client == "claude-code"
 

@@ -79,6 +79,8 @@ class Change:
     """The file did not exist before."""
     backup: Path | None
     dry_run: bool
+    shown: str
+    """The entry as it reads in the file (JSON, or the TOML table for Codex)."""
 
     def describe(self) -> str:
         """The lines `toolnexus install` prints: the file, the entry, and what happened."""
@@ -86,7 +88,7 @@ class Change:
         lines = [
             f"{self.file}: server {self.name!r} {verb}" + (" (new file)" if self.created else "")
         ]
-        lines += ["  " + line for line in json.dumps(self.entry, indent=2).splitlines()]
+        lines += ["  " + line for line in self.shown.splitlines()]
         if self.backup is not None:
             lines.append(f"backup: {self.backup}")
         if self.dry_run:
@@ -134,6 +136,9 @@ def install(
         created=old is None,
         backup=backup,
         dry_run=request.dry_run,
+        shown=_toml_table(name, entry)
+        if request.client == "codex"
+        else json.dumps(entry, indent=2),
     )
 
 
@@ -324,6 +329,15 @@ def _edit_toml(
         text = text.lstrip("\n")  # a new file starts with its table, not a blank line
     _check_toml(path, text, before, name, entry)
     return text, replaced
+
+
+def _toml_table(name: str, entry: JSON) -> str:
+    """The entry as its own `[mcp_servers.NAME]` table (what to paste, if need be)."""
+    import tomlkit
+
+    servers = tomlkit.table(is_super_table=True)
+    servers[name] = entry
+    return tomlkit.dumps({"mcp_servers": servers}).strip("\n")
 
 
 def _check_toml(path: Path, text: str, before: JSON, name: str, entry: JSON) -> None:
