@@ -298,6 +298,16 @@ def test_a_file_that_is_not_plain_json_is_left_alone(tools: Path, tmp_path: Path
     assert path.read_text(encoding="utf-8") == text and backups(path) == []
 
 
+def test_a_config_path_that_is_a_folder_is_an_error_not_a_traceback(
+    tools: Path, tmp_path: Path
+) -> None:
+    (tmp_path / ".mcp.json").mkdir()
+    done = run(tmp_path, "claude-code", "tools.yaml")
+    assert done.returncode == 1
+    assert f"{tmp_path / '.mcp.json'}: cannot read it" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_symlinked_config_stays_a_symlink(tools: Path, tmp_path: Path) -> None:
     real = tmp_path / "dotfiles" / "mcp.json"
     real.parent.mkdir()

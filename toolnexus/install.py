@@ -119,15 +119,21 @@ def install(
     entry = _entry(request)
     path = _config_path(request, home, cwd)
     target = path.resolve() if path.is_symlink() else path  # keep a dotfile symlink a symlink
-    old = target.read_text(encoding="utf-8") if target.exists() else None
+    try:
+        old = target.read_text(encoding="utf-8") if target.exists() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"{path}: cannot read it ({exc}); left unchanged") from None
     editor = _edit_toml if request.client == "codex" else _edit_json
     text, replaced = editor(request, path, old, name, entry)
     backup = None
     if not request.dry_run:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if old is not None:
-            backup = _backup(target)
-        _write_atomically(target, text)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if old is not None:
+                backup = _backup(target)
+            _write_atomically(target, text)
+        except OSError as exc:
+            raise InstallError(f"{path}: cannot write it ({exc})") from None
     return Change(
         file=path,
         name=name,
