@@ -245,7 +245,18 @@ def _commands() -> list[tuple[str, list[str]]]:
 
 def test_the_docs_list_every_command() -> None:
     assert sorted(c for c, _ in _commands()) == sorted(
-        ["validate", "list", "call", "schema", "doctor", "watch", "serve", "login", "logout"]
+        [
+            "validate",
+            "list",
+            "call",
+            "schema",
+            "doctor",
+            "watch",
+            "serve",
+            "install",
+            "login",
+            "logout",
+        ]
     )
 
 

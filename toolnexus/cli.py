@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .base import Part, TextPart
-from .errors import ConfigError, ManifestError, SourceError, ToolnexusError
+from .errors import ConfigError, InstallError, ManifestError, SourceError, ToolnexusError
+from .install import CLIENTS
 
 __all__ = ["CliError", "main"]
 
@@ -136,6 +137,37 @@ def _parser() -> argparse.ArgumentParser:
         help="how long a client's user has to answer an approval question (default 600); "
         "set $TOOLNEXUS_APPROVAL_SECRET (32+ bytes) to share approvals between replicas",
     )
+    p = sub.add_parser(
+        "install",
+        help="write the MCP server entry of a manifest into a client's config (Claude Code, "
+        "Claude Desktop, Cursor, VS Code, Codex)",
+    )
+    p.add_argument("client", choices=CLIENTS, metavar="CLIENT", help=", ".join(CLIENTS))
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument(
+        "--http",
+        metavar="URL",
+        help="point at a served endpoint instead of running `serve` (stdio)",
+    )
+    p.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="with --http: send `Authorization: Bearer` with the token read from this environment "
+        "variable by the client (the token itself is never written)",
+    )
+    p.add_argument(
+        "--name", help="the server's name (default: the manifest's name:, else the file's stem)"
+    )
+    p.add_argument("--config", type=Path, metavar="PATH", help="edit this file instead")
+    p.add_argument(
+        "--project",
+        action="store_true",
+        help="cursor, codex: the project's file (.cursor/mcp.json, .codex/config.toml)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace an entry of the same name (backed up)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -572,6 +604,33 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_install(args: argparse.Namespace) -> int:
+    from .build import check_manifest
+    from .install import InstallRequest, install
+
+    _require_file(args.file)
+    check_manifest(args.file)  # what `validate` checks: an invalid manifest is not installed
+    request = InstallRequest(
+        client=args.client,
+        manifest=args.file,
+        http=args.http,
+        token_env=args.token_env,
+        name=args.name,
+        config=args.config,
+        project=args.project,
+        force=args.force,
+        dry_run=args.dry_run,
+    )
+    try:
+        change = install(request)
+    except InstallError as exc:
+        raise CliError(
+            exc.message, hint=exc.hint, code=EXIT_USAGE if exc.usage else EXIT_FAILED
+        ) from None
+    sys.stdout.write(change.describe())
+    return EXIT_OK
+
+
 def _cmd_login(args: argparse.Namespace) -> int:
     from .mcp.login import find_server, login, logout
 
@@ -598,6 +657,7 @@ _COMMANDS = {
     "doctor": _cmd_doctor,
     "watch": _cmd_watch,
     "serve": _cmd_serve,
+    "install": _cmd_install,
     "login": _cmd_login,
     "logout": _cmd_login,
 }

@@ -18,6 +18,7 @@ ToolnexusError
  ├── ConfigError              a tool or server configuration value is invalid (`field`)
  ├── SourceError              a tool source (MCP server, HTTP endpoint, OpenAPI file) failed
  ├── SandboxUnavailable       a sandbox was asked for and cannot be enforced here
+ ├── InstallError             `toolnexus install` cannot write a client's config (names file, entry)
  └── UsageError               a programmer mistake (wrong call, closed toolkit, bad name)
       └── StrictSchemaError     a schema OpenAI's strict mode cannot express
 ```
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "DuplicateToolError",
     "IncludeError",
+    "InstallError",
     "InvalidArguments",
     "ManifestEnvError",
     "ManifestError",
@@ -230,6 +232,18 @@ class SourceError(ToolnexusError):
 
 class SandboxUnavailable(ToolnexusError):
     """A sandbox was required but no mechanism can enforce it here; the message says how to fix."""
+
+
+class InstallError(ToolnexusError):
+    """`toolnexus install` cannot write a client's MCP entry: the entry exists (and no `--force`),
+    the config file does not parse, or the option does not fit the client. The message names the
+    file and the entry; `usage` says the command line itself was wrong (the CLI's exit code 2)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, usage: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.usage = usage
 
 
 class UsageError(ToolnexusError, RuntimeError):
