@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         PathRefused,
         SandboxUnavailable,
         SourceError,
+        StateUnavailable,
         StrictSchemaError,
         ToolError,
         ToolnexusError,
@@ -114,6 +115,9 @@ if TYPE_CHECKING:
     from .search import (
         SearchState,
         ToolSearchSettings,
+    )
+    from .state import (
+        StateBackend,
     )
     from .toolkit import (
         Toolkit,
@@ -165,6 +169,8 @@ _EXPORTS: dict[str, str] = {
     "SandboxUnavailable": "errors",
     "SearchState": "search",
     "SourceError": "errors",
+    "StateBackend": "state",
+    "StateUnavailable": "errors",
     "StrictSchemaError": "errors",
     "Tool": "base",
     "ToolCall": "base",
@@ -238,6 +244,8 @@ __all__ = [
     "SearchState",
     "ServerRequest",
     "SourceError",
+    "StateBackend",
+    "StateUnavailable",
     "StrictSchemaError",
     "TextPart",
     "Tool",

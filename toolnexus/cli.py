@@ -119,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="worker processes for stateless HTTP (implies --stateless)",
     )
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        help="where rate limits and the cache live, shared by every worker and replica: "
+        "redis://HOST:PORT/DB (default: $TOOLNEXUS_STATE_URL, else each process alone)",
+    )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -545,6 +551,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         watch=args.watch,
         stateless=args.stateless or args.workers > 1,
         workers=args.workers,
+        state=args.state,
     )
     try:
         serve(options)

@@ -18,6 +18,7 @@ ToolnexusError
  ├── ConfigError              a tool or server configuration value is invalid (`field`)
  ├── SourceError              a tool source (MCP server, HTTP endpoint, OpenAPI file) failed
  ├── SandboxUnavailable       a sandbox was asked for and cannot be enforced here
+ ├── StateUnavailable         the shared state store (Redis) cannot be reached
  └── UsageError               a programmer mistake (wrong call, closed toolkit, bad name)
       └── StrictSchemaError     a schema OpenAI's strict mode cannot express
 ```
@@ -46,6 +47,7 @@ __all__ = [
     "PathRefused",
     "SandboxUnavailable",
     "SourceError",
+    "StateUnavailable",
     "StrictSchemaError",
     "ToolError",
     "ToolNotFound",
@@ -230,6 +232,14 @@ class SourceError(ToolnexusError):
 
 class SandboxUnavailable(ToolnexusError):
     """A sandbox was required but no mechanism can enforce it here; the message says how to fix."""
+
+
+class StateUnavailable(ToolnexusError):
+    """The shared state store (`state="redis://..."`) did not answer.
+
+    Never papered over by counting in-process instead: N replicas each counting alone would let
+    N times the limit through. Middleware turns it into an error result; `/healthz` fails.
+    """
 
 
 class UsageError(ToolnexusError, RuntimeError):

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import sys
 import warnings
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..approval import Decision
-from ..errors import ConfigError, ToolError
+from ..errors import ConfigError, StateUnavailable, ToolError
 
 if TYPE_CHECKING:
     import mcp.types
@@ -118,6 +119,9 @@ class ServeOptions:
     """Stateless streamable HTTP: no session, any worker answers any request."""
     workers: int = 1
     """uvicorn worker processes (HTTP only; more than one needs `stateless`)."""
+    state: str | None = None
+    """The state store's URL (`redis://...`) every worker shares; None: `TOOLNEXUS_STATE_URL`,
+    else each process alone."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -169,6 +173,10 @@ def _require_token(host: str, token: str | None) -> None:
 
 
 def _check(options: ServeOptions) -> tuple[str, int] | None:
+    if options.state is not None:
+        from ..state import open_state
+
+        open_state(options.state)  # an unknown scheme or a missing extra fails before starting
     if options.workers < 1:
         raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
     if options.http is None:
@@ -649,6 +657,13 @@ def http_app(
         toolkit = endpoint.toolkit
         if toolkit is None:
             return JSONResponse({"status": "starting"}, status_code=503)
+        try:
+            await toolkit.store.check()
+        except StateUnavailable as exc:  # the details go to the log: no token is needed here
+            logging.getLogger("toolnexus.serve").warning("healthz: state store: %s", exc)
+            return JSONResponse(
+                {"status": "unavailable", "reason": "state store unreachable"}, status_code=503
+            )
         body: dict[str, Any] = {"status": "ok", "generation": toolkit.generation}
         watch = toolkit.watch_status()
         if watch is not None:  # how many files are gone, never which (no token is needed here)
@@ -701,6 +716,10 @@ def serve(options: ServeOptions) -> None:
     """
     address = _check(options)
     manifest = options.manifest.resolve()
+    if options.state is not None:  # every toolkit built below, in any worker, reads it
+        from ..state import STATE_URL_ENV
+
+        os.environ[STATE_URL_ENV] = options.state
     if address is None:
         asyncio.run(_serve_stdio_manifest(manifest, watch=options.watch))
         return
