@@ -13,14 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import free_port
+
 STARTUP = 20.0
 """Bound on redis-server answering after it starts (the machine is shared)."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -63,7 +59,7 @@ class RedisServer:
         while not _answers(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
+            time.sleep(0.05)  # polling a port: there is no event to wait on
 
     def stop(self) -> None:
         """Kill it (SIGKILL: no goodbye to its clients) and reap it."""
