@@ -16,10 +16,11 @@ import random
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ._suggest import did_you_mean
 from .approval import Decision, Verdict
@@ -29,6 +30,9 @@ from .redaction import SECRET_KEYS, redact_arguments
 from .state.codec import dump_result, load_result
 from .state.memory import MemoryState
 from .tracing import trace
+
+if TYPE_CHECKING:
+    from .state import StateBackend
 
 __all__ = [
     "BUILTIN_MIDDLEWARE",
@@ -445,16 +449,15 @@ def cache(ttl: float | str = 60.0, *, max_entries: int = 256) -> Middleware:
     """Serve repeated calls of read-only tools from the state store for `ttl` seconds (errors
     are not cached; tools not marked read-only always run).
 
-    In-process by default; with `state="redis://..."` every toolkit and replica sharing that
-    Redis shares the cache (results stored as JSON, binary parts as base64, with Redis
-    expiring them). A result that is not JSON (an object in `structured` or `metadata`) is
-    returned but not stored. `max_entries` bounds what this middleware keeps in process
-    memory; Redis bounds itself by the TTL (and its own `maxmemory` policy).
+    In-process by default (the `Result` objects themselves, at most `max_entries`); with
+    `state="redis://..."` every toolkit and replica sharing that Redis shares the cache:
+    results stored as JSON (binary parts as base64) that Redis expires after `ttl`. A result
+    that is not JSON (an object in `structured` or `metadata`) is returned but not stored there.
     """
     ttl = _duration(ttl)
     if ttl <= 0 or max_entries < 1:
         raise ConfigError("cache needs ttl > 0 and max_entries >= 1")
-    local = MemoryState(max_entries=max_entries)
+    entries: OrderedDict[tuple[str, str], tuple[float, Result]] = OrderedDict()
 
     async def cache_middleware(call: Call, nxt: Next) -> Result:
         if not call.tool.read_only or not call.allowed:
@@ -463,37 +466,57 @@ def cache(ttl: float | str = 60.0, *, max_entries: int = 256) -> Middleware:
             text = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
         except (TypeError, ValueError):
             return await nxt(call)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        entry = f"cache:{call.name}:{digest}"
-        ctx_store = call.ctx.store
-        # The in-process store of a toolkit is bounded by this middleware's own `max_entries`.
-        store = local if ctx_store is None or isinstance(ctx_store, MemoryState) else ctx_store
-        try:
-            hit = await store.get(entry)
-        except StateUnavailable as exc:
-            return Result.error(
-                f"cache state unavailable: {exc}; the call was not run, try again later",
-                error_type="StateUnavailable",
-                retryable=True,
-                call_id=call.ctx.call_id,
-            )
-        if hit is not None:
-            return load_result(hit).with_metadata(cached=True)
+        store = call.ctx.store
+        if store is not None and not isinstance(store, MemoryState):
+            return await _shared_cache(call, nxt, store, text, ttl)
+        # In-process: the results themselves, no serialising (a hit costs a dict lookup).
+        key = (call.name, text)
+        now = time.monotonic()
+        hit = entries.get(key)
+        if hit is not None and hit[0] > now:
+            entries.move_to_end(key)
+            return hit[1].with_metadata(cached=True)
         result = await nxt(call)
-        if result.is_error:
-            return result
-        try:
-            data = dump_result(result)
-        except (TypeError, ValueError):
-            return result
-        try:
-            await store.put(entry, data, ttl=ttl)
-        except StateUnavailable as exc:  # the call ran: its result still counts
-            logger.warning("cache: result of %r not stored: %s", call.name, exc)
-            return result.with_metadata(cache_error=str(exc))
+        if not result.is_error:
+            entries[key] = (now + ttl, result)
+            entries.move_to_end(key)
+            while len(entries) > max_entries:
+                entries.popitem(last=False)
         return result
 
     return cache_middleware
+
+
+async def _shared_cache(
+    call: Call, nxt: Next, store: StateBackend, arguments: str, ttl: float
+) -> Result:
+    """The `cache` middleware over a store outside the process: one GET, and one SET (with
+    its TTL) after a miss."""
+    entry = f"cache:{call.name}:{hashlib.sha256(arguments.encode()).hexdigest()}"
+    try:
+        hit = await store.get(entry)
+    except StateUnavailable as exc:
+        return Result.error(
+            f"cache state unavailable: {exc}; the call was not run, try again later",
+            error_type="StateUnavailable",
+            retryable=True,
+            call_id=call.ctx.call_id,
+        )
+    if hit is not None:
+        return load_result(hit).with_metadata(cached=True)
+    result = await nxt(call)
+    if result.is_error:
+        return result
+    try:
+        data = dump_result(result)
+    except (TypeError, ValueError):
+        return result
+    try:
+        await store.put(entry, data, ttl=ttl)
+    except StateUnavailable as exc:  # the call ran: its result still counts
+        logger.warning("cache: result of %r not stored: %s", call.name, exc)
+        return result.with_metadata(cache_error=str(exc))
+    return result
 
 
 def _seconds(value: float) -> str:

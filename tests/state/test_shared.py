@@ -251,3 +251,25 @@ async def test_a_call_without_a_toolkit_store_still_limits() -> None:
     second = await mw(Call(tool=t, arguments={}, ctx=ctx, verdict=verdict), inner)
     assert (first.is_error, second.is_error) == (False, True)
     assert Executor(Registry([t])).store.url == "memory://"
+
+
+async def test_a_key_function_chooses_the_bucket(redis_server: RedisServer) -> None:
+    """`key` replaces the per-tool bucket (the hook a per-caller limit will use)."""
+
+    @tool(name="a")
+    def a() -> str:
+        return "a"
+
+    @tool(name="b")
+    def b() -> str:
+        return "b"
+
+    limit = rate_limit(2, per=3600.0, max_wait=0, key=lambda call: "everyone")
+    with anyio.fail_after(WAIT):
+        async with await acreate_toolkit(
+            extra_tools=[a, b], middleware=[limit], state=redis_server.url
+        ) as kit:
+            results = [await kit.aexecute(name, {}) for name in ("a", "b", "a", "b")]
+    assert [r.is_error for r in results] == [False, False, True, True]
+    with pytest.raises(ConfigError, match="key must be a function"):
+        rate_limit(2, key="caller")  # type: ignore[arg-type]
