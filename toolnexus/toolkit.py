@@ -739,9 +739,10 @@ async def _create(
     from .build import build_generation
     from .state import open_state, state_url_from_env
 
-    owned = state is None or isinstance(state, str)
-    store = open_state(state or state_url_from_env()) if owned else state
-    assert store is not None and not isinstance(store, str)
+    if state is None or isinstance(state, str):
+        store, owned = open_state(state or state_url_from_env()), True
+    else:
+        store, owned = state, False
     options = dataclasses.replace(options, state=store)
     toolkit: Toolkit | None = None
 

@@ -93,7 +93,7 @@ class RedisState:
             from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
 
-            self._client = aioredis.Redis.from_url(
+            client: Redis = aioredis.Redis.from_url(
                 self._url,
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 socket_timeout=COMMAND_TIMEOUT_S,
@@ -101,7 +101,8 @@ class RedisState:
                 # while a Redis that is down fails the call after one short attempt more.
                 retry=Retry(NoBackoff(), 1),
             )
-            self._reserve = self._client.register_script(_RESERVE)
+            self._reserve = client.register_script(_RESERVE)
+            self._client = client
         return self._client
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
@@ -117,7 +118,7 @@ class RedisState:
         assert self._reserve is not None
         limit = -1 if max_wait is None else round(max_wait * 1e6)
         try:
-            wait = await self._reserve(
+            wait: Any = await self._reserve(
                 keys=[self.prefix + key], args=[interval * 1e6, burst, limit]
             )
         except (RedisError, OSError) as exc:
@@ -132,7 +133,7 @@ class RedisState:
             value = await self._redis().get(self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
-        return value if value is None else bytes(value)
+        return value.encode() if isinstance(value, str) else value
 
     async def put(self, key: str, value: bytes, *, ttl: float) -> None:
         from redis.exceptions import RedisError
