@@ -148,7 +148,7 @@ STILL_RUNNING = (
 """What happens to a sync function's call that is given up on: threads cannot be stopped."""
 
 
-def _duration(value: object) -> float:
+def _duration(value: object, field: str = "timeout") -> float:
     """Seconds from a number or a duration string (`30s`, `500ms`), as Python callers may
     write them too.
 
@@ -160,7 +160,7 @@ def _duration(value: object) -> float:
     try:
         return parse_duration(value)
     except ValueError as exc:
-        raise ConfigError(str(exc), field="timeout") from exc
+        raise ConfigError(str(exc), field=field) from exc
 
 
 def truncate(max_chars: int = 30_000) -> Middleware:
@@ -251,14 +251,14 @@ def rate_limit(
     Raises:
         ConfigError: `calls` < 1, `per` <= 0, or a `key` that is not a function.
     """
-    per = _duration(per)
+    per = _duration(per, "per")
     if calls < 1 or per <= 0:
         raise ConfigError("rate_limit needs calls >= 1 and per > 0")
     if key is not None and not callable(key):
         raise ConfigError(
             f"rate_limit key must be a function of the call, got {key!r}", field="key"
         )
-    wait_limit = None if max_wait is None else _duration(max_wait)
+    wait_limit = None if max_wait is None else _duration(max_wait, "max_wait")
     interval = per / calls
     scope = f"rate:{calls}/{per:g}:"
     local = MemoryState()  # only when a call comes without a toolkit's store
@@ -454,7 +454,7 @@ def cache(ttl: float | str = 60.0, *, max_entries: int = 256) -> Middleware:
     results stored as JSON (binary parts as base64) that Redis expires after `ttl`. A result
     that is not JSON (an object in `structured` or `metadata`) is returned but not stored there.
     """
-    ttl = _duration(ttl)
+    ttl = _duration(ttl, "ttl")
     if ttl <= 0 or max_entries < 1:
         raise ConfigError("cache needs ttl > 0 and max_entries >= 1")
     entries: OrderedDict[tuple[str, str], tuple[float, Result]] = OrderedDict()

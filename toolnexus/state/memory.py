@@ -7,6 +7,9 @@ from collections import OrderedDict
 
 __all__ = ["MemoryState"]
 
+_PRUNE_AT = 10_000
+"""Buckets kept before the full ones are dropped (a bucket whose time is past is full anyway)."""
+
 
 class MemoryState:
     """State kept in this process's memory, for one toolkit. Nothing to run, nothing shared.
@@ -28,9 +31,10 @@ class MemoryState:
     async def reserve(
         self, key: str, *, interval: float, burst: int, max_wait: float | None
     ) -> tuple[bool, float]:
-        return gcra(
-            self._tat, key, now=time.monotonic(), interval=interval, burst=burst, max_wait=max_wait
-        )
+        now = time.monotonic()
+        if len(self._tat) > _PRUNE_AT:  # per-caller keys come and go: forget the idle ones
+            self._tat = {k: t for k, t in self._tat.items() if t > now}
+        return gcra(self._tat, key, now=now, interval=interval, burst=burst, max_wait=max_wait)
 
     async def get(self, key: str) -> bytes | None:
         hit = self._values.get(key)
