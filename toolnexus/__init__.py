@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         PathRefused,
         SandboxUnavailable,
         SourceError,
+        StateUnavailable,
         StrictSchemaError,
         ToolError,
         ToolnexusError,
@@ -115,6 +116,9 @@ if TYPE_CHECKING:
     from .search import (
         SearchState,
         ToolSearchSettings,
+    )
+    from .state import (
+        StateBackend,
     )
     from .toolkit import (
         Toolkit,
@@ -167,6 +171,8 @@ _EXPORTS: dict[str, str] = {
     "SandboxUnavailable": "errors",
     "SearchState": "search",
     "SourceError": "errors",
+    "StateBackend": "state",
+    "StateUnavailable": "errors",
     "StrictSchemaError": "errors",
     "Tool": "base",
     "ToolCall": "base",
@@ -241,6 +247,8 @@ __all__ = [
     "SearchState",
     "ServerRequest",
     "SourceError",
+    "StateBackend",
+    "StateUnavailable",
     "StrictSchemaError",
     "TextPart",
     "Tool",

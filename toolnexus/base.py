@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
     from .middleware import Middleware
     from .runtime.sandbox import SandboxPolicy
+    from .state import StateBackend
 
 __all__ = [
     "JSON",
@@ -258,6 +259,9 @@ class ToolContext:
     approver: Approver | None = None
     state: dict[str, Any] = field(default_factory=_empty_metadata)
     """Per-toolkit state shared by every call (the todo list, read-before-write stamps...)."""
+    store: StateBackend | None = None
+    """The toolkit's state store (rate-limit buckets, cached results): in-process by default,
+    Redis when replicas share it (`create_toolkit(state=...)`)."""
     sandbox: SandboxPolicy | None = None
     """The tool's effective sandbox policy, if any."""
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("toolnexus.tool"))

@@ -143,6 +143,7 @@ async def build_generation(
             workspace=workspace,
             roots=roots,
             state=previous.executor.state if previous is not None else None,
+            store=options.state,
         )
         hidden = frozenset(t.name for t in registry.tools() if is_hidden(permissions, t))
         gen = Generation(
@@ -632,6 +633,7 @@ def with_server_tools(current: Generation, server: McpServer) -> Generation | No
         workspace=old.workspace,
         roots=old.roots[1:],
         state=old.state,
+        store=old.store,
     )
     new = dataclasses.replace(
         current,

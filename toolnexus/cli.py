@@ -137,6 +137,12 @@ def _parser() -> argparse.ArgumentParser:
         help="how long a client's user has to answer an approval question (default 600); "
         "set $TOOLNEXUS_APPROVAL_SECRET (32+ bytes) to share approvals between replicas",
     )
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        help="where rate limits and the cache live, shared by every worker and replica: "
+        "redis://HOST:PORT/DB (default: $TOOLNEXUS_STATE_URL, else each process alone)",
+    )
     p = sub.add_parser(
         "install",
         help="write the MCP server entry of a manifest into a client's config (Claude Code, "
@@ -596,6 +602,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         grace=args.grace,
         approval_timeout=args.approval_timeout,
+        state=args.state,
     )
     try:
         serve(options)

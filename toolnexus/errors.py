@@ -19,6 +19,7 @@ ToolnexusError
  ├── SourceError              a tool source (MCP server, HTTP endpoint, OpenAPI file) failed
  ├── SandboxUnavailable       a sandbox was asked for and cannot be enforced here
  ├── InstallError             `toolnexus install` cannot write a client's config (names file, entry)
+ ├── StateUnavailable         the shared state store (Redis) cannot be reached
  └── UsageError               a programmer mistake (wrong call, closed toolkit, bad name)
       └── StrictSchemaError     a schema OpenAI's strict mode cannot express
 ```
@@ -48,6 +49,7 @@ __all__ = [
     "PathRefused",
     "SandboxUnavailable",
     "SourceError",
+    "StateUnavailable",
     "StrictSchemaError",
     "ToolError",
     "ToolNotFound",
@@ -244,6 +246,14 @@ class InstallError(ToolnexusError):
         self.message = message
         self.hint = hint
         self.usage = usage
+
+
+class StateUnavailable(ToolnexusError):
+    """The shared state store (`state="redis://..."`) did not answer.
+
+    Never papered over by counting in-process instead: N replicas each counting alone would let
+    N times the limit through. Middleware turns it into an error result; `/healthz` fails.
+    """
 
 
 class UsageError(ToolnexusError, RuntimeError):

@@ -33,10 +33,12 @@ from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
 from .middleware import Call, Middleware, Next
 from .registry import Registry
 from .schema import Validator, compile_validator
+from .state.memory import MemoryState
 
 if TYPE_CHECKING:
     from .base import ProgressCallback
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
+    from .state import StateBackend
 
 __all__ = ["CallLike", "Executor", "as_tool_calls", "decode_arguments"]
 
@@ -62,6 +64,7 @@ class Executor:
         workspace: Path | None = None,
         roots: Sequence[Path] = (),
         state: dict[str, Any] | None = None,
+        store: StateBackend | None = None,
     ) -> None:
         self.registry = registry
         self.middleware = tuple(middleware)
@@ -70,6 +73,8 @@ class Executor:
         self.workspace = (workspace or Path.cwd()).resolve()
         self.roots = (self.workspace, *(Path(r).resolve() for r in roots))
         self.state: dict[str, Any] = state if state is not None else {}
+        self.store: StateBackend = store if store is not None else MemoryState()
+        """Where rate limits and cached results live (`ToolContext.store`)."""
         # Per tool: (tool, validator, composed chain). Keyed by name, checked by identity so a
         # replaced tool gets a fresh entry.
         self._prepared: dict[str, tuple[Tool, Validator, Next]] = {}
@@ -113,6 +118,7 @@ class Executor:
                 roots=self.roots,
                 approver=approver or self.approver,
                 state=self.state,
+                store=self.store,
                 sandbox=tool.sandbox,
                 logger=self._tool_logger,
                 progress=progress,

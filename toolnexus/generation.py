@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .middleware import Middleware
     from .registry import Registry
     from .search import ToolSearchSettings
+    from .state import StateBackend
 
 __all__ = ["Generation", "Source", "ToolkitOptions"]
 
@@ -99,3 +100,5 @@ class ToolkitOptions:
     """Answers MCP servers' `elicitation/create`; None: the capability is not declared."""
     sampling: SamplingHandler | None = None
     """Answers MCP servers' `sampling/createMessage`; None: the capability is not declared."""
+    state: StateBackend | None = None
+    """The state store every generation shares (rate limits, cache); None: in-process."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
 import logging
 import random
@@ -19,14 +20,19 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ._suggest import did_you_mean
 from .approval import Decision, Verdict
 from .base import Result, Tool, ToolContext
-from .errors import ConfigError
+from .errors import ConfigError, StateUnavailable
 from .redaction import SECRET_KEYS, redact_arguments
+from .state.codec import dump_result, load_result
+from .state.memory import MemoryState
 from .tracing import trace
+
+if TYPE_CHECKING:
+    from .state import StateBackend
 
 __all__ = [
     "BUILTIN_MIDDLEWARE",
@@ -142,7 +148,7 @@ STILL_RUNNING = (
 """What happens to a sync function's call that is given up on: threads cannot be stopped."""
 
 
-def _duration(value: object) -> float:
+def _duration(value: object, field: str = "timeout") -> float:
     """Seconds from a number or a duration string (`30s`, `500ms`), as Python callers may
     write them too.
 
@@ -154,7 +160,7 @@ def _duration(value: object) -> float:
     try:
         return parse_duration(value)
     except ValueError as exc:
-        raise ConfigError(str(exc), field="timeout") from exc
+        raise ConfigError(str(exc), field=field) from exc
 
 
 def truncate(max_chars: int = 30_000) -> Middleware:
@@ -218,29 +224,76 @@ def _retryable(call: Call, result: Result) -> bool:
     return bool(result.metadata.get("retryable")) or call.tool.idempotent
 
 
-def rate_limit(calls: int, per: float = 1.0, *, per_tool: bool = True) -> Middleware:
+def rate_limit(
+    calls: int,
+    per: float | str = 1.0,
+    *,
+    per_tool: bool = True,
+    max_wait: float | str | None = None,
+    key: Callable[[Call], str] | None = None,
+) -> Middleware:
     """Allow at most `calls` calls per `per` seconds (token bucket); later calls wait their turn.
 
-    With `per_tool`, each tool has its own bucket; otherwise one bucket covers them all.
+    With `per_tool`, each tool has its own bucket; otherwise one bucket covers them all. The
+    buckets live in the toolkit's state store: in-process by default, in Redis with
+    `state="redis://..."`, where every toolkit and replica sharing it holds the limit together
+    (the reservation is one atomic script on the server). The same limit declared twice on one
+    call's path counts the call once.
+
+    Args:
+        calls: calls allowed per `per` seconds, and at once after a quiet spell.
+        per: seconds (or a duration: `"1m"`).
+        per_tool: one bucket per tool (default) or one for all.
+        max_wait: refuse a call (a retryable error result) rather than make it wait longer than
+            this; None waits as long as it takes.
+        key: the bucket a call counts against (e.g. per caller); replaces `per_tool`.
+
+    Raises:
+        ConfigError: `calls` < 1, `per` <= 0, or a `key` that is not a function.
     """
+    per = _duration(per, "per")
     if calls < 1 or per <= 0:
         raise ConfigError("rate_limit needs calls >= 1 and per > 0")
-    rate = calls / per
-    buckets: dict[str, list[float]] = {}
+    if key is not None and not callable(key):
+        raise ConfigError(
+            f"rate_limit key must be a function of the call, got {key!r}", field="key"
+        )
+    wait_limit = None if max_wait is None else _duration(max_wait, "max_wait")
+    interval = per / calls
+    scope = f"rate:{calls}/{per:g}:"
+    local = MemoryState()  # only when a call comes without a toolkit's store
 
     async def rate_limit_middleware(call: Call, nxt: Next) -> Result:
         if not call.allowed:
             return await nxt(call)
-        key = call.name if per_tool else "*"
-        bucket = buckets.setdefault(key, [float(calls), time.monotonic()])
-        while True:
-            now = time.monotonic()
-            bucket[0] = min(float(calls), bucket[0] + (now - bucket[1]) * rate)
-            bucket[1] = now
-            if bucket[0] >= 1:
-                bucket[0] -= 1
-                break
-            await asyncio.sleep((1 - bucket[0]) / rate)
+        bucket = scope + (key(call) if key is not None else call.name if per_tool else "*")
+        taken: set[str] = call.extra.setdefault("rate_limited", set())
+        if bucket in taken:  # the same limit again (a manifest's and a tool's): count once
+            return await nxt(call)
+        store = call.ctx.store or local
+        try:
+            granted, wait = await store.reserve(
+                bucket, interval=interval, burst=calls, max_wait=wait_limit
+            )
+        except StateUnavailable as exc:
+            return Result.error(
+                f"rate limit state unavailable: {exc}; the call was not run, try again later",
+                error_type="StateUnavailable",
+                retryable=True,
+                call_id=call.ctx.call_id,
+            )
+        if not granted:
+            return Result.error(
+                f"rate limit reached for {call.name!r} ({calls} calls per {_seconds(per)}); "
+                f"try again in {_seconds(wait)}",
+                error_type="RateLimited",
+                retryable=True,
+                retry_after=round(wait, 3),
+                call_id=call.ctx.call_id,
+            )
+        taken.add(bucket)
+        if wait > 0:
+            await asyncio.sleep(wait)
         return await nxt(call)
 
     return rate_limit_middleware
@@ -392,18 +445,32 @@ def _globs(globs: Sequence[str]) -> tuple[str, ...]:
     return tuple(flat)
 
 
-def cache(ttl: float = 60.0, *, max_entries: int = 256) -> Middleware:
-    """Serve repeated calls of read-only tools from memory for `ttl` seconds (errors are not
-    cached; tools not marked read-only always run)."""
+def cache(ttl: float | str = 60.0, *, max_entries: int = 256) -> Middleware:
+    """Serve repeated calls of read-only tools from the state store for `ttl` seconds (errors
+    are not cached; tools not marked read-only always run).
+
+    In-process by default (the `Result` objects themselves, at most `max_entries`); with
+    `state="redis://..."` every toolkit and replica sharing that Redis shares the cache:
+    results stored as JSON (binary parts as base64) that Redis expires after `ttl`. A result
+    that is not JSON (an object in `structured` or `metadata`) is returned but not stored there.
+    """
+    ttl = _duration(ttl, "ttl")
+    if ttl <= 0 or max_entries < 1:
+        raise ConfigError("cache needs ttl > 0 and max_entries >= 1")
     entries: OrderedDict[tuple[str, str], tuple[float, Result]] = OrderedDict()
 
     async def cache_middleware(call: Call, nxt: Next) -> Result:
         if not call.tool.read_only or not call.allowed:
             return await nxt(call)
         try:
-            key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+            text = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
         except (TypeError, ValueError):
             return await nxt(call)
+        store = call.ctx.store
+        if store is not None and not isinstance(store, MemoryState):
+            return await _shared_cache(call, nxt, store, text, ttl)
+        # In-process: the results themselves, no serialising (a hit costs a dict lookup).
+        key = (call.name, text)
         now = time.monotonic()
         hit = entries.get(key)
         if hit is not None and hit[0] > now:
@@ -418,6 +485,38 @@ def cache(ttl: float = 60.0, *, max_entries: int = 256) -> Middleware:
         return result
 
     return cache_middleware
+
+
+async def _shared_cache(
+    call: Call, nxt: Next, store: StateBackend, arguments: str, ttl: float
+) -> Result:
+    """The `cache` middleware over a store outside the process: one GET, and one SET (with
+    its TTL) after a miss."""
+    entry = f"cache:{call.name}:{hashlib.sha256(arguments.encode()).hexdigest()}"
+    try:
+        hit = await store.get(entry)
+    except StateUnavailable as exc:
+        return Result.error(
+            f"cache state unavailable: {exc}; the call was not run, try again later",
+            error_type="StateUnavailable",
+            retryable=True,
+            call_id=call.ctx.call_id,
+        )
+    if hit is not None:
+        return load_result(hit).with_metadata(cached=True)
+    result = await nxt(call)
+    if result.is_error:
+        return result
+    try:
+        data = dump_result(result)
+    except (TypeError, ValueError):
+        return result
+    try:
+        await store.put(entry, data, ttl=ttl)
+    except StateUnavailable as exc:  # the call ran: its result still counts
+        logger.warning("cache: result of %r not stored: %s", call.name, exc)
+        return result.with_metadata(cache_error=str(exc))
+    return result
 
 
 def _seconds(value: float) -> str:

@@ -8,6 +8,7 @@ live resources such as MCP sessions), runs calls on it, and swaps in a new one o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import os
@@ -24,6 +25,7 @@ from .executor import CallLike, as_tool_calls
 from .generation import Generation, Source, ToolkitOptions
 from .middleware import Middleware
 from .runtime.loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
+from .state.memory import MemoryState
 from .tracing import carry_context
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from .mcp.server import McpServer
     from .reload import ReloadEvent, Watcher
     from .search import SearchState, ToolSearchSettings
+    from .state import StateBackend
 
 T = TypeVar("T")
 
@@ -83,6 +86,11 @@ class Toolkit:
         self.last_reload: ReloadEvent | None = None
         """The outcome of the latest reload (success, or the error that kept the old tools)."""
         self.on_reload: list[Callable[[ReloadEvent], Any]] = []
+        self.store: StateBackend = MemoryState()
+        """Where rate limits and cached results live: in-process, or the Redis that
+        `create_toolkit(state=...)` named (`await toolkit.store.check()` says if it answers)."""
+        self._owned_store: StateBackend | None = None
+        """The store this toolkit opened from a URL, and so closes."""
 
     # -- the current generation ----------------------------------------------------------
 
@@ -513,6 +521,8 @@ class Toolkit:
             if gen is not None:
                 await gen.resources.aclose()
                 await _close_state(gen.executor.state)
+            if self._owned_store is not None:
+                await self._owned_store.aclose()
         finally:
             self._state = ToolkitState.CLOSED
 
@@ -590,6 +600,7 @@ async def acreate_toolkit(
     tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
     elicitation: ElicitationHandler | None = None,
     sampling: SamplingHandler | None = None,
+    state: str | StateBackend | None = None,
 ) -> Toolkit:
     """Build a toolkit on the running event loop (see `create_toolkit` for the arguments).
 
@@ -609,7 +620,7 @@ async def acreate_toolkit(
         elicitation=elicitation,
         sampling=sampling,
     )
-    return await _create(options, asyncio.get_running_loop(), None, watch=watch)
+    return await _create(options, asyncio.get_running_loop(), None, watch=watch, state=state)
 
 
 def create_toolkit(
@@ -626,6 +637,7 @@ def create_toolkit(
     tool_search: bool | Mapping[str, Any] | ToolSearchSettings | None = None,
     elicitation: ElicitationHandler | None = None,
     sampling: SamplingHandler | None = None,
+    state: str | StateBackend | None = None,
 ) -> Toolkit:
     """Load a manifest (or nothing) and return a ready `Toolkit`.
 
@@ -650,11 +662,17 @@ def create_toolkit(
         elicitation: answers MCP servers' `elicitation/create` (form and URL modes), sync or
             async; without it the capability is not declared and servers cannot ask.
         sampling: answers MCP servers' `sampling/createMessage`, likewise.
+        state: where rate limits and cached results live: a URL (`"redis://host:6379/0"`,
+            shared by every toolkit and replica using that Redis; `"memory://"`, in-process)
+            or a `StateBackend` (the caller keeps ownership). Default: `TOOLNEXUS_STATE_URL`,
+            else in-process. A URL's store closes with the toolkit.
 
     Raises:
         ManifestError: the manifest (or an include) is invalid; every problem is listed.
         SourceError: an MCP server marked `required` did not start.
         UsageError: `builtins` (or a Python tool's schema) is not of a shape described here.
+        ConfigError: `state` is a URL of an unknown scheme.
+        ImportError: a Redis URL without the `redis` extra installed.
     """
     options = _options(
         source=source,
@@ -671,7 +689,9 @@ def create_toolkit(
     )
     loop_thread = LoopThread()
     try:
-        return loop_thread.run(_create(options, loop_thread.loop, loop_thread, watch=watch))
+        return loop_thread.run(
+            _create(options, loop_thread.loop, loop_thread, watch=watch, state=state)
+        )
     except BaseException:
         loop_thread.stop()
         raise
@@ -714,9 +734,16 @@ async def _create(
     loop_thread: LoopThread | None,
     *,
     watch: bool,
+    state: str | StateBackend | None = None,
 ) -> Toolkit:
     from .build import build_generation
+    from .state import open_state, state_url_from_env
 
+    if state is None or isinstance(state, str):
+        store, owned = open_state(state or state_url_from_env()), True
+    else:
+        store, owned = state, False
+    options = dataclasses.replace(options, state=store)
     toolkit: Toolkit | None = None
 
     async def builder(number: int, previous: Generation | None) -> Generation:
@@ -727,7 +754,15 @@ async def _create(
         )
 
     toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
-    gen = await builder(1, None)
+    toolkit.store = store
+    if owned:
+        toolkit._owned_store = store
+    try:
+        gen = await builder(1, None)
+    except BaseException:
+        if owned:
+            await store.aclose()
+        raise
     await toolkit._install(gen)
     if watch:
         toolkit.watch()

@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import math
 import os
 import secrets
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..approval import Decision
-from ..errors import ApprovalDenied, ConfigError, ToolError
+from ..errors import ApprovalDenied, ConfigError, StateUnavailable, ToolError
 from .approvals import (
     APPROVAL_SECRET_ENV,
     SHOWN_MAX,
@@ -137,6 +138,9 @@ class ServeOptions:
     """Seconds a SIGTERM waits for calls in flight before the server shuts down (HTTP)."""
     approval_timeout: float = APPROVAL_TIMEOUT_S
     """Seconds the client's user has to answer an approval question."""
+    state: str | None = None
+    """The state store's URL (`redis://...`) every worker shares; None: `TOOLNEXUS_STATE_URL`,
+    else each process alone."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -197,6 +201,10 @@ def _require_token(host: str, token: str | None, auth: ServeAuth | None = None) 
 
 
 def _check(options: ServeOptions, auth: ServeAuth | None = None) -> tuple[str, int] | None:
+    if options.state is not None:
+        from ..state import open_state
+
+        open_state(options.state)  # an unknown scheme or a missing extra fails before starting
     if options.workers < 1:
         raise ConfigError(f"must be at least 1, got {options.workers}", field="--workers")
     if not options.grace >= 0:  # also refuses NaN
@@ -778,6 +786,13 @@ def http_app(
             return JSONResponse({"status": "starting"}, status_code=503)
         if drain is not None and drain.draining:  # the balancer stops routing here
             return JSONResponse({"status": "draining", "inflight": drain.inflight}, 503)
+        try:
+            await toolkit.store.check()
+        except StateUnavailable as exc:  # the details go to the log: no token is needed here
+            logging.getLogger("toolnexus.serve").warning("healthz: state store: %s", exc)
+            return JSONResponse(
+                {"status": "unavailable", "reason": "state store unreachable"}, status_code=503
+            )
         body: dict[str, Any] = {"status": "ok", "generation": toolkit.generation}
         watch = toolkit.watch_status()
         if watch is not None:  # how many files are gone, never which (no token is needed here)
@@ -864,6 +879,10 @@ def serve(options: ServeOptions) -> None:
         auth = load_manifest(manifest).serve_auth  # a broken manifest fails here, before uvicorn
     address = _check(options, auth)
     secret = _take_secret()
+    if options.state is not None:  # every toolkit built below, in any worker, reads it
+        from ..state import STATE_URL_ENV
+
+        os.environ[STATE_URL_ENV] = options.state
     if address is None:
         asyncio.run(
             _serve_stdio_manifest(
