@@ -145,7 +145,10 @@ class _Permission:
         for t in tools:
             properties = t.parameters.get("properties") or {}
             names.update(properties)
-            if param in properties:
+            open_ended = "properties" not in t.parameters
+            if param in properties or (
+                open_ended and t.parameters.get("additionalProperties") is not False
+            ):
                 return None
             kind = _primary_of(t)
             if kind is not None and kind[1] in ("path", "paths", "url"):

@@ -177,6 +177,7 @@ class _Loader:
         self.permissions: list[PermissionDecl] = []
         self.builtins: dict[str, dict[str, Any]] = {}
         self.builtin_sites: dict[str, BuiltinSite] = {}
+        self.include_names: dict[Location, set[str]] = {}
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -235,6 +236,7 @@ class _Loader:
             builtins=self.builtins,
             builtin_sites=self.builtin_sites,
             includes=tuple(self.includes),
+            include_names={k: frozenset(v) for k, v in self.include_names.items()},
             files=tuple(self.files),
             source=Path(os.path.abspath(top_file)) if top_file is not None else None,
             tool_search=header.get("tool_search"),
@@ -424,7 +426,7 @@ class _Loader:
         if ok(("builtins",)):
             raw = data.get("builtins")
             for name, options in _builtins(raw).items():
-                if name == "*" or _passes(scope.chain, name):
+                if name == "*" or _passes(scope.chain, name, self.include_names):
                     self.builtins[name] = options
                     path = _builtin_path(raw, name)
                     self.builtin_sites[name] = BuiltinSite(
@@ -538,7 +540,7 @@ class _Loader:
         spec = entry
         overrides: tuple[OverrideDecl, ...] = ()
         if name is not None and scope.chain:
-            renamed = apply_include_chain(scope.chain, name)
+            renamed = apply_include_chain(scope.chain, name, self.include_names)
             if renamed is None:
                 return
             name, overrides = renamed
@@ -767,12 +769,14 @@ def _builtin_path(raw: Any, name: str) -> NodePath:
     return ("builtins",)
 
 
-def _passes(chain: Sequence[IncludeDecl], name: str) -> bool:
+def _passes(chain: Sequence[IncludeDecl], name: str, seen: dict[Location, set[str]]) -> bool:
     """Whether the only/exclude globs of every include in `chain` keep builtin `name`
-    (builtins keep their names: prefixes do not apply to them)."""
+    (builtins keep their names: prefixes do not apply to them); records the name in `seen`
+    for each include it reaches."""
     import fnmatch
 
-    for step in chain:
+    for step in reversed(chain):
+        seen.setdefault(step.where, set()).add(name)
         if step.only and not any(fnmatch.fnmatchcase(name, g) for g in step.only):
             return False
         if any(fnmatch.fnmatchcase(name, g) for g in step.exclude):
