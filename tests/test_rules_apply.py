@@ -498,11 +498,9 @@ def test_hand_written_parameters_are_meta_checked(tmp_path: Path, entry: str, fi
     result = validate(path)
     assert result.returncode == 1, result.stdout
     err = result.stderr.splitlines()
-    assert any(line.startswith(f"{path}:8:23: {field}:") for line in err), err
+    assert any(line.startswith(f"{path}:8:22: {field}:") for line in err), err
     assert any("did you mean 'string'" in line for line in err), err
-    assert any(
-        line.startswith(f"{path}:9:17: tools[0].parameters.required:") for line in err
-    ), err
+    assert any(line.startswith(f"{path}:9:17: tools[0].parameters.required:") for line in err), err
 
 
 # -- validate collects across stages ----------------------------------------------------------
@@ -530,6 +528,23 @@ def test_validate_reports_schema_build_and_rule_problems_at_once(tmp_path: Path)
     err = result.stderr.splitlines()
     assert any(line.startswith(f"{path}:6:5: tools[0].descripton:") for line in err), err
     assert any(
-        line.startswith(f"{path}:9:51: tools[1].parameters.properties.path.type:") for line in err
+        line.startswith(f"{path}:9:58: tools[1].parameters.properties.path.type:") for line in err
     ), err
     assert any(line.startswith(f"{path}:11:10: permissions.deny[0]:") for line in err), err
+
+
+def test_an_include_filter_over_builtins_all_is_a_located_error(tmp_path: Path) -> None:
+    """`exclude: [shell]` of an include whose file loads `builtins: all` left shell in."""
+    write(tmp_path, "version: 1\nbuiltins: all\n", "team.yaml")
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        include:
+          - {path: team.yaml, exclude: [shell]}
+        """,
+    )
+    result = validate(path)
+    assert result.returncode == 1, result.stdout
+    assert f"{tmp_path / 'team.yaml'}:2:11: builtins:" in result.stderr
+    assert "list the builtins by name" in result.stderr

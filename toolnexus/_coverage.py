@@ -83,7 +83,8 @@ def check_coverage(
     errors: list[ManifestIssue] = []
     pending: list[ManifestIssue] = []
     servers = manifest.mcp_servers
-    unknown = [decl for decl, name in issues.skipped if name is None]
+    unknown = [decl for decl, name in issues.skipped if name is None and decl is not None]
+    unnamed = any(name is None for _, name in issues.skipped)
     if rules is not None:
         declared = _server_names(servers)
         known = [*_with_aliases(tools), *_stand_ins(issues)]
@@ -93,16 +94,17 @@ def check_coverage(
             names_nothing = "names no tool" in problem.message
             if missing is not None:
                 errors.append(issue_at(decl, ConfigError(missing)))
-            elif names_nothing and (unknown or _defensive(decl.text)):
+            elif names_nothing and (unnamed or _defensive(decl.text)):
                 continue
             elif names_nothing and servers:
                 pending.append(issue_at(decl, ConfigError(problem.message + _PENDING)))
             else:
                 errors.append(issue_at(decl, ConfigError(problem.message)))
+    loader_dropped = any(d is None for d, _ in issues.skipped)
     for include in manifest.includes:
-        if any(include.where == step.where for d in unknown for step in d.include_chain):
-            continue
-        names = issues.names.get(include.where, set())
+        if loader_dropped or any(_through(include, d) for d in unknown):
+            continue  # its tools are not all known: the problems reported come first
+        names = set(issues.names.get(include.where, ()))
         names |= {n for d, n in issues.skipped if n and _through(include, d)}
         found = _include_problems(include, names)
         if _serves(include, servers):

@@ -254,7 +254,8 @@ def _build_local(
     shared: _Shared,
     progress: list[_Local],
 ) -> _Local:
-    manifest = _load(options.source, options.env, fresh=previous is not None)
+    issues = Issues()
+    manifest = _load(options.source, options.env, issues, fresh=previous is not None)
     workspace = (
         options.workspace or (manifest.workspace if manifest is not None else None) or Path.cwd()
     ).resolve()
@@ -262,7 +263,7 @@ def _build_local(
     local = _Local(
         manifest=manifest,
         workspace=workspace,
-        issues=Issues(),
+        issues=issues,
         tools=_checked_extra_tools(options.extra_tools),
         files=files,
         protected=(*PROTECTED, *(str(f) for f in files)),
@@ -345,12 +346,28 @@ def check_manifest(source: str | Path) -> tuple[list[Tool], int, tuple[ManifestI
 # -- loading -----------------------------------------------------------------------------------
 
 
-def _load(source: Any, env: Mapping[str, str] | None, *, fresh: bool) -> Manifest | None:
+def _load(
+    source: Any, env: Mapping[str, str] | None, issues: Issues, *, fresh: bool
+) -> Manifest | None:
+    """The manifest, or what of it has no problem: those go into `issues` (raised once the
+    build has found its own too), with the tools they leave out.
+
+    Raises:
+        ManifestError: nothing usable could be read.
+    """
     if source is None:
         return None
-    from .manifest import Manifest, load_manifest
+    from .manifest import Manifest, load_manifest_partial
 
-    manifest = source if isinstance(source, Manifest) else load_manifest(source, env=env)
+    if isinstance(source, Manifest):
+        manifest = source
+    else:
+        partial = load_manifest_partial(source, env=env)
+        issues.items += partial.issues
+        issues.skipped += [(None, name) for name in partial.dropped]
+        if partial.manifest is None:
+            raise manifest_error(list(partial.issues))
+        manifest = partial.manifest
     if fresh:
         from .sources.python import forget_local_modules
 
@@ -372,6 +389,17 @@ def _build_tool(
     from .sources import BuildContext
 
     spec = decl.spec
+    if "parameters" in spec:
+        # Written by hand: checked as Python tools' and extra_tools' schemas are, each problem
+        # at its own line, before a typo (`type: strin`) fails every call.
+        from .function import parameter_problems
+
+        problems = parameter_problems(spec["parameters"])
+        for problem in problems:
+            issues.add(decl, problem)
+        if problems:
+            issues.skipped.append((decl, decl.name))
+            return []
     if "max_output" not in spec and decl.defaults.max_output is not None:
         spec = {**spec, "max_output": decl.defaults.max_output}
     if decl.kind == "shell" and "kill_grace" not in spec and decl.defaults.kill_grace is not None:

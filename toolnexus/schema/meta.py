@@ -14,10 +14,10 @@ from typing import Any, Final
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
-from ._paths import _join_path, _json_path
+from ._paths import _json_path
 from .refs import MISSING, resolve_pointer
 
-__all__ = ["check_schema"]
+__all__ = ["SchemaPath", "check_schema", "schema_problems"]
 
 
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -145,30 +145,50 @@ def check_schema(schema: Any, *, field: str = "parameters") -> None:
         ConfigError: every problem, each with the JSON path of the bad part (`field` names the
             configuration key the schema came from).
     """
+    problems = schema_problems(schema)
+    if problems:
+        listed = "; ".join(f"{_shown(path)}: {message}" for path, message in problems)
+        raise ConfigError(f"{_lead(problems)}{listed}", field=field)
+
+
+SchemaPath = tuple[str | int, ...]
+"""Where in a schema a problem is: keys and indexes from its root."""
+
+
+def schema_problems(schema: Any) -> list[tuple[SchemaPath, str]]:
+    """Every problem `check_schema` reports, each with the path of the bad part, so that a
+    manifest can locate each at its own line (`parameters.properties.path.type`)."""
     if not _quick_meta_ok(schema):
         problems = _meta_problems(schema)
         if problems:
-            listed = "; ".join(f"{path}: {message}" for path, message in problems)
-            raise ConfigError(f"not a valid JSON Schema (Draft 2020-12): {listed}", field=field)
+            return problems
     if isinstance(schema, dict) and not _has_key(schema, "$id"):
-        for path, ref in _local_refs(schema, "$"):
+        for path, ref in _local_refs(schema, ()):
             if resolve_pointer(schema, ref) is MISSING:
-                raise ConfigError(
-                    f"{path}: $ref {ref!r} points to nothing in this schema; define it under "
-                    "`$defs` or fix the reference",
-                    field=field,
-                )
+                return [
+                    (
+                        path,
+                        f"$ref {ref!r} points to nothing in this schema; define it under "
+                        "`$defs` or fix the reference",
+                    )
+                ]
+    return []
 
 
-def _meta_problems(schema: Any) -> list[tuple[str, str]]:
+def _lead(problems: list[tuple[SchemaPath, str]]) -> str:
+    """The meta-schema's problems are introduced as such; a dangling `$ref` speaks for itself."""
+    return "" if problems[0][0][-1:] == ("$ref",) else "not a valid JSON Schema (Draft 2020-12): "
+
+
+def _meta_problems(schema: Any) -> list[tuple[SchemaPath, str]]:
     from jsonschema import Draft202012Validator
 
     meta = Draft202012Validator(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )
-    problems = []
+    problems: list[tuple[SchemaPath, str]] = []
     for error in meta.iter_errors(schema):
-        path = _json_path(error.absolute_path)
+        path = tuple(error.absolute_path)
         message = error.message
         if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(
             error.instance, str
@@ -178,6 +198,8 @@ def _meta_problems(schema: Any) -> list[tuple[str, str]]:
                 f"unknown type {error.instance!r}; expected one of {expected}"
                 + did_you_mean(error.instance, _SIMPLE_TYPES)
             )
+        elif path[-1:] == ("required",) and isinstance(error.instance, str):
+            message += f"; write a list of names: required: [{error.instance}]"
         problems.append((path, message))
     return problems
 
@@ -190,14 +212,21 @@ def _has_key(node: Any, key: str) -> bool:
     return False
 
 
-def _local_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
+def _local_refs(node: Any, path: SchemaPath) -> Iterable[tuple[SchemaPath, str]]:
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#"):
-            yield f"{path}.$ref", ref
+            yield (*path, "$ref"), ref
         for key, value in node.items():
             if key not in ("const", "enum", "default", "examples"):
-                yield from _local_refs(value, _join_path(path, key))
+                yield from _local_refs(value, (*path, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _local_refs(value, f"{path}[{i}]")
+            yield from _local_refs(value, (*path, i))
+
+
+def _shown(path: SchemaPath) -> str:
+    """`$.properties.x.type`; a `$ref` keeps its `$` (`$.x.$ref`)."""
+    if path[-1:] == ("$ref",):
+        return f"{_json_path(path[:-1])}.$ref"
+    return _json_path(path)
