@@ -148,8 +148,9 @@ class Toolkit:
     def warnings(self) -> list[ManifestIssue]:
         """Rules, include filters and overrides of the manifest that met no tool, where a tool
         an MCP server lists could still meet them (a typo, or a tool the server no longer
-        offers), each located with a suggestion. Logged at build; `toolnexus validate
-        --connect` fails on them and `toolnexus doctor` reports them."""
+        offers), each located with a suggestion, as of the last build (a reload builds them
+        afresh). Logged at build; `toolnexus validate --connect` fails on them and `toolnexus
+        doctor` reports them."""
         return list(self._current().pending)
 
     def __len__(self) -> int:
