@@ -131,7 +131,11 @@ def _stand_ins(issues: Issues) -> list[Tool]:
     """Tools left out for a reported problem, by name, taking any argument."""
     from .base import Tool
 
-    return [Tool(name=n, handler=_never) for _, n in issues.skipped if n is not None]
+    return [
+        Tool(name=n, handler=_never, parameters={"type": "object"})
+        for _, n in issues.skipped
+        if n is not None
+    ]
 
 
 async def _never(arguments: dict[str, Any], ctx: Any) -> Any:

@@ -394,7 +394,10 @@ def _build_tool(
         # at its own line, before a typo (`type: strin`) fails every call.
         from .function import parameter_problems
 
-        problems = parameter_problems(spec["parameters"])
+        written = spec["parameters"]
+        if isinstance(written, Mapping) and "type" not in written:
+            written = {**written, "type": "object"}  # the only type arguments come in
+        problems = parameter_problems(written)
         for problem in problems:
             issues.add(decl, problem)
         if problems:
