@@ -718,5 +718,22 @@ def patch_tools(options: Mapping[str, Any]) -> list[Tool]:
             destructive=True,
             idempotent=False,
             open_world=False,
+            # Path rules (`Edit(src/**)`, `edit(**/.env)`) see every file the patch touches,
+            # read by the same parser that applies it.
+            meta={"primary_argument": "patch", "primary_kind": "paths", "paths_of": _touched},
         )
     ]
+
+
+def _touched(patch: object) -> list[str] | None:
+    """Every path a patch adds, deletes, updates or moves to; None when it does not parse
+    (permission rules then treat it as touching anything)."""
+    if not isinstance(patch, str):
+        return None
+    try:
+        hunks = _parse(patch)
+    except _ParseError:
+        return None
+    paths = [h.path for h in hunks]
+    paths += [h.move_to for h in hunks if h.move_to is not None]
+    return paths

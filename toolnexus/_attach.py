@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AliasAware",
     "Issues",
+    "ManifestRules",
     "attach",
     "effective_sandbox",
     "inline_middleware",
@@ -42,10 +43,16 @@ __all__ = [
 
 
 class Issues:
-    """Collects located problems so that a manifest reports all of them at once."""
+    """Collects located problems so that a manifest reports all of them at once, and the tool
+    names each include's filters met (see `apply_include_chain`), so that a filter or
+    override that met none is reported too."""
 
     def __init__(self) -> None:
         self.items: list[ManifestIssue] = []
+        self.names: dict[Any, set[str]] = {}
+        self.skipped: list[tuple[Any, str | None]] = []
+        """(declaration, tool name or None when unknown) of each tool left out for a problem
+        already reported: a rule naming it is not a second mistake."""
 
     def add(self, decl: Any, error: ConfigError, *, kind: str = "schema") -> None:
         from .manifest import issue_at
@@ -396,32 +403,44 @@ def _custom_middleware(ref: str, options: Any, base_dir: Path) -> Middleware:
     return cast(Middleware, made)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ManifestRules:
+    """The manifest's `permissions:` compiled, and where each rule is written (for the check
+    that every rule applies to some tool)."""
+
+    rules: PermissionRules
+    sites: Mapping[str, Any]
+    """Field (`deny[2]`) -> its `PermissionDecl`."""
+
+
 def manifest_permissions(
     manifest: Manifest | None, extra: ApprovalPolicy | None, issues: Issues
-) -> ApprovalPolicy | None:
+) -> tuple[ApprovalPolicy | None, ManifestRules | None]:
+    """The toolkit-wide policy (the manifest's `permissions:` with `extra`, the policy given in
+    code) and the manifest's compiled rules, if it has any."""
     if manifest is None:
-        return extra
+        return extra, None
     lists: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
     where: dict[str, Any] = {}
     for decl in manifest.permissions:
+        try:  # each alone first, so that every bad rule is reported, not only the first
+            alone: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
+            alone[decl.decision] = [decl.text]
+            compile_permissions(alone["allow"], alone["ask"], alone["deny"])
+        except ConfigError as exc:
+            issues.add(decl, ConfigError(exc.message))
+            continue
         where[f"{decl.decision}[{len(lists[decl.decision])}]"] = decl
         lists[decl.decision].append(decl.text)
     default = manifest.defaults.approval
     if not any(lists.values()) and default in (None, "allow"):
-        return extra
-    try:
-        policy: ApprovalPolicy = compile_permissions(
-            lists["allow"],
-            lists["ask"],
-            lists["deny"],
-            locate=lambda f: str(where[f].where) if f in where else None,
-            default=default or "allow",
-        )
-    except ConfigError as exc:
-        decl = where.get(exc.field)
-        if decl is None:
-            raise
-        issues.add(decl, ConfigError(exc.message))
-        return extra
-    return policy if extra is None else Both(extra, policy)
-
+        return extra, None
+    compiled = compile_permissions(
+        lists["allow"],
+        lists["ask"],
+        lists["deny"],
+        locate=lambda f: str(where[f].where) if f in where else None,
+        default=default or "allow",
+    )
+    policy: ApprovalPolicy = compiled if extra is None else Both(extra, compiled)
+    return policy, ManifestRules(rules=compiled, sites=where)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ._attach import (
     AliasAware,
     Issues,
+    ManifestRules,
     attach,
     effective_sandbox,
     inline_middleware,
@@ -25,6 +27,7 @@ from ._attach import (
     manifest_middleware,
     manifest_permissions,
 )
+from ._coverage import check_coverage
 from .base import Tool
 from .errors import (
     ConfigError,
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from .mcp.callbacks import McpHandlers
     from .mcp.server import McpServer
     from .search.plan import ToolSearchSettings
+
+logger = logging.getLogger("toolnexus")
 
 __all__ = [
     "Builtins",
@@ -128,7 +133,11 @@ async def build_generation(
             )
             tools += server_tools
             tools = namespace_clashes(tools, mcp_json_servers(manifest.mcp_servers))
+        coverage = check_coverage(manifest, tools, local.rules, issues)
+        issues.items += coverage.errors
         issues.raise_if_any()
+        for issue in coverage.pending:
+            logger.warning("%s", issue)
 
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
             permissions = AliasAware(permissions)
@@ -155,6 +164,7 @@ async def build_generation(
             hidden=hidden,
             name=manifest.name if manifest is not None else None,
             tool_search=search,
+            pending=coverage.pending,
         )
         # Shared with the generation that may adopt these servers; see `_close_unadopted`.
         gen.carry.update(mcp=servers, adopted=set(), decls=server_decls)
@@ -192,6 +202,8 @@ class _Local:
     protected: tuple[str, ...]
     permissions: Any
     middleware: list[Any]
+    rules: ManifestRules | None = None
+    """The manifest's own `permissions:` compiled (checked to apply to some tool)."""
     building: ToolDecl | None = None
     """The manifest entry being built right now (named if the build hangs)."""
 
@@ -243,7 +255,8 @@ def _build_local(
     shared: _Shared,
     progress: list[_Local],
 ) -> _Local:
-    manifest = _load(options.source, options.env, fresh=previous is not None)
+    issues = Issues()
+    manifest = _load(options.source, options.env, issues, fresh=previous is not None)
     workspace = (
         options.workspace or (manifest.workspace if manifest is not None else None) or Path.cwd()
     ).resolve()
@@ -251,7 +264,7 @@ def _build_local(
     local = _Local(
         manifest=manifest,
         workspace=workspace,
-        issues=Issues(),
+        issues=issues,
         tools=_checked_extra_tools(options.extra_tools),
         files=files,
         protected=(*PROTECTED, *(str(f) for f in files)),
@@ -260,6 +273,8 @@ def _build_local(
     )
     progress.append(local)
     issues, tools, protected = local.issues, local.tools, local.protected
+    if manifest is not None:
+        issues.names.update({k: set(v) for k, v in manifest.include_names.items()})
     wanted = dict(options.builtins)
     if manifest is not None:
         wanted = {**manifest.builtins, **wanted}
@@ -278,7 +293,7 @@ def _build_local(
                 raise  # create_toolkit(builtins=...): a plain ConfigError for the caller
             field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
             issues.items.append(_builtin_issue(exc.message, field, manifest))
-    local.permissions = manifest_permissions(manifest, options.permissions, issues)
+    local.permissions, local.rules = manifest_permissions(manifest, options.permissions, issues)
     if manifest is not None:
         local.middleware += manifest_middleware(manifest.middleware, issues)
     return local
@@ -308,19 +323,21 @@ def _checked_extra_tools(extra: Sequence[Tool]) -> list[Tool]:
     return list(extra)
 
 
-def check_manifest(source: str | Path) -> tuple[list[Tool], int]:
+def check_manifest(source: str | Path) -> tuple[list[Tool], int, tuple[ManifestIssue, ...]]:
     """Load a manifest and build every tool without starting MCP servers; returns the tools
-    built and how many MCP servers are declared (their tools come when they run).
+    built, how many MCP servers are declared (their tools come when they run), and the rules
+    and include entries that met no tool but might meet one of those servers' tools.
 
     Raises:
         ManifestError: every problem found, located.
     """
-    async def run() -> tuple[list[Tool], int]:
+
+    async def run() -> tuple[list[Tool], int, tuple[ManifestIssue, ...]]:
         gen = await build_generation(
             ToolkitOptions(source=source), number=1, previous=None, connect=False
         )
         try:
-            return list(gen.registry.tools()), len(gen.carry["mcp"])
+            return list(gen.registry.tools()), len(gen.carry["mcp"]), gen.pending
         finally:
             await gen.resources.aclose()
 
@@ -330,12 +347,28 @@ def check_manifest(source: str | Path) -> tuple[list[Tool], int]:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def _load(source: Any, env: Mapping[str, str] | None, *, fresh: bool) -> Manifest | None:
+def _load(
+    source: Any, env: Mapping[str, str] | None, issues: Issues, *, fresh: bool
+) -> Manifest | None:
+    """The manifest, or what of it has no problem: those go into `issues` (raised once the
+    build has found its own too), with the tools they leave out.
+
+    Raises:
+        ManifestError: nothing usable could be read.
+    """
     if source is None:
         return None
-    from .manifest import Manifest, load_manifest
+    from .manifest import Manifest, load_manifest_partial
 
-    manifest = source if isinstance(source, Manifest) else load_manifest(source, env=env)
+    if isinstance(source, Manifest):
+        manifest = source
+    else:
+        partial = load_manifest_partial(source, env=env)
+        issues.items += partial.issues
+        issues.skipped += [(None, name) for name in partial.dropped]
+        if partial.manifest is None:
+            raise manifest_error(list(partial.issues))
+        manifest = partial.manifest
     if fresh:
         from .sources.python import forget_local_modules
 
@@ -357,6 +390,20 @@ def _build_tool(
     from .sources import BuildContext
 
     spec = decl.spec
+    if "parameters" in spec:
+        # Written by hand: checked as Python tools' and extra_tools' schemas are, each problem
+        # at its own line, before a typo (`type: strin`) fails every call.
+        from .function import parameter_problems
+
+        written = spec["parameters"]
+        if isinstance(written, Mapping) and "type" not in written:
+            written = {**written, "type": "object"}  # the only type arguments come in
+        problems = parameter_problems(written)
+        for problem in problems:
+            issues.add(decl, problem)
+        if problems:
+            issues.skipped.append((decl, decl.name))
+            return []
     if "max_output" not in spec and decl.defaults.max_output is not None:
         spec = {**spec, "max_output": decl.defaults.max_output}
     if decl.kind == "shell" and "kill_grace" not in spec and decl.defaults.kill_grace is not None:
@@ -400,13 +447,14 @@ def _build_tool(
     except ConfigError as exc:
         kind = "import" if exc.field == "python" and "import" in exc.message else "schema"
         issues.add(decl, exc, kind=kind)
+        issues.skipped.append((decl, decl.name))
         return []
 
     result: list[Tool] = []
     for t in built:
         overrides = decl.overrides
         if decl.name is None:
-            named = _through_includes(t, decl.include_chain)
+            named = _through_includes(t, decl.include_chain, issues.names)
             if named is None:
                 continue
             t, overrides = named
@@ -431,19 +479,23 @@ def _build_tool(
             )
         except ConfigError as exc:
             issues.add(decl, exc)
+            issues.skipped.append((decl, t.name))
             continue
         result.append(t)
     return result
 
 
-def _through_includes(t: Tool, chain: Sequence[Any]) -> tuple[Tool, Sequence[Any]] | None:
+def _through_includes(
+    t: Tool, chain: Sequence[Any], seen: dict[Any, set[str]] | None = None
+) -> tuple[Tool, Sequence[Any]] | None:
     """A tool named at build time (OpenAPI operation, factory, MCP tool) renamed by the include
-    chain it came through, with the overrides that apply; None if a filter drops it."""
+    chain it came through, with the overrides that apply; None if a filter drops it. `seen`
+    collects the names each include's filters met."""
     if not chain:
         return t, ()
     from .manifest import apply_include_chain
 
-    renamed = apply_include_chain(chain, t.name)
+    renamed = apply_include_chain(chain, t.name, seen)
     if renamed is None:
         return None
     name, overrides = renamed
@@ -575,7 +627,7 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
     """A server's tools with the manifest's approval, middleware and include chain applied."""
     out: list[Tool] = []
     for t in server.tools():
-        named = _through_includes(t, decl.include_chain)
+        named = _through_includes(t, decl.include_chain, issues.names if issues else None)
         if named is None:
             continue
         t, overrides = named

@@ -232,7 +232,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             failed += 1
             continue
         try:
-            built, servers = check_manifest(path)
+            built, servers, pending = check_manifest(path)
             tools = len(built)
         except ManifestError as exc:
             for issue in exc.issues:
@@ -248,8 +248,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 declared += f", {_plural(servers, 'MCP server')} (not started)"
             sys.stdout.write(f"{path}: {ok} ({declared})\n")
             report(not_strict(built), sys.stdout, indent="  ")
-            if servers and args.connect and not _connect_and_report(path, sys.stdout):
-                failed += 1
+            if servers and args.connect:
+                failed += not _connect_and_report(path, sys.stdout)
+                continue
+            for issue in pending:  # may name a tool of a server not started
+                sys.stdout.write(f"  {_paint('unchecked', '33', sys.stdout)} {issue}\n")
     if len(args.files) > 1:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
@@ -257,7 +260,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _connect_and_report(path: Path, out: Any) -> bool:
-    """Start the manifest's MCP servers and report each; False if one did not start."""
+    """Start the manifest's MCP servers and report each, then (on stderr) every rule, include
+    filter and override that still meets no tool, an error now that the servers' tools are
+    known; False if a server did not start or something meets nothing."""
     from .toolkit import create_toolkit
 
     try:
@@ -266,7 +271,11 @@ def _connect_and_report(path: Path, out: Any) -> bool:
         out.write(f"{path}: {_paint('failed', '31', out)}  {exc}\n")
         return False
     with toolkit:
-        return _report_servers(toolkit.status(), out)
+        good = _report_servers(toolkit.status(), out)
+        problems = toolkit.warnings()
+    for issue in problems:
+        sys.stderr.write(f"{issue}\n")
+    return good and not problems
 
 
 def _report_servers(status: dict[str, Any], out: Any) -> bool:
@@ -518,6 +527,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     with toolkit:
         out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
         if not _report_servers(toolkit.status(), out):
+            code = EXIT_FAILED
+        for issue in toolkit.warnings():
+            out.write(f"  {_paint('meets no tool', '31', out)}  {issue}\n")
             code = EXIT_FAILED
     return code
 

@@ -33,6 +33,7 @@ __all__ = [
     "check_parameters",
     "is_async_callable",
     "is_tool_factory",
+    "parameter_problems",
     "tool",
     "tool_factory",
 ]
@@ -242,6 +243,31 @@ def check_parameters(parameters: object) -> None:
     Raises:
         ConfigError: (field `parameters`) what is wrong, with the JSON path of the bad part.
     """
+    _check_object(parameters)
+    check_schema(parameters, field="parameters")
+
+
+def parameter_problems(parameters: object) -> list[ConfigError]:
+    """What `check_parameters` finds, one error per problem, each with the field of the bad
+    part (`parameters.properties.path.type`): for a manifest, which points at each one's line.
+    """
+    try:
+        _check_object(parameters)
+    except ConfigError as exc:
+        return [exc]
+    from .schema import schema_problems
+
+    return [
+        ConfigError(message, field="parameters" + "".join(_field_part(p) for p in path))
+        for path, message in schema_problems(parameters)
+    ]
+
+
+def _field_part(part: str | int) -> str:
+    return f"[{part}]" if isinstance(part, int) else f".{part}"
+
+
+def _check_object(parameters: object) -> None:
     kind = parameters.get("type") if isinstance(parameters, Mapping) else None
     if kind != "object":
         got = f"type {kind!r}" if isinstance(parameters, Mapping) else type(parameters).__name__
@@ -250,7 +276,6 @@ def check_parameters(parameters: object) -> None:
             f'"properties": {{...}}}}), got {got}',
             field="parameters",
         )
-    check_schema(parameters, field="parameters")
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

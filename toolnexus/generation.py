@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .approval import ApprovalPolicy, Approver
     from .base import Tool
+    from .errors import ManifestIssue
     from .executor import Executor
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
     from .middleware import Middleware
@@ -55,6 +56,9 @@ class Generation:
     tool_search: ToolSearchSettings | None = None
     """The toolkit-wide tool search settings (applied again when an MCP server's tools
     change)."""
+    pending: tuple[ManifestIssue, ...] = ()
+    """Rules and include entries that met no tool, where a tool an MCP server lists could
+    still meet them: logged as warnings at build, errors for `validate --connect`."""
     inflight: int = 0
     retired: bool = False
     _idle: asyncio.Event | None = field(default=None, init=False, repr=False)
@@ -78,7 +82,6 @@ class Generation:
         if not self.hidden:
             return list(self.registry.tools())
         return [t for t in self.registry.tools() if t.name not in self.hidden]
-
 
 
 @dataclass(frozen=True, kw_only=True)

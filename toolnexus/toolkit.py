@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approval import ApprovalPolicy, Approver, Decision, Verdict
 from .base import Result, Tool
-from .errors import ToolnexusError, UsageError
+from .errors import ManifestIssue, ToolnexusError, UsageError
 from .executor import CallLike, as_tool_calls
 from .generation import Generation, Source, ToolkitOptions
 from .middleware import Middleware
@@ -158,6 +158,14 @@ class Toolkit:
         gen = self._current()
         live = {s.name: s.status.to_dict() for s in list(gen.carry.get("mcp", {}).values())}
         return {**gen.status, **live}
+
+    def warnings(self) -> list[ManifestIssue]:
+        """Rules, include filters and overrides of the manifest that met no tool, where a tool
+        an MCP server lists could still meet them (a typo, or a tool the server no longer
+        offers), each located with a suggestion, as of the last build (a reload builds them
+        afresh). Logged at build; `toolnexus validate --connect` fails on them and `toolnexus
+        doctor` reports them."""
+        return list(self._current().pending)
 
     def __len__(self) -> int:
         return len(self.tools())

@@ -127,7 +127,7 @@ def test_good_auth_manifest_checks(tmp_path: Path) -> None:
         f"  c:\n    url: {URL}\n    auth: {{client_credentials: {{client_id: x, "
         "client_secret: y, scopes: [mcp], issuer: 'http://127.0.0.1:1'}}\n"
     )
-    assert check_manifest(path) == ([], 3)
+    assert check_manifest(path) == ([], 3, ())
 
 
 def test_store_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -210,7 +210,7 @@ def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("BILLING_CLIENT_SECRET", "billing-client-secret-value")
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\n" + block)
-    assert check_manifest(path) == ([], 3)
+    assert check_manifest(path) == ([], 3, ())
 
 
 def test_login_names_the_servers_of_the_manifest(

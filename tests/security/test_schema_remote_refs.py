@@ -106,8 +106,9 @@ def test_a_manifest_tool_with_a_remote_ref_is_a_located_error(
     finally:
         sys.path.remove(str(tmp_path))
     message = str(caught.value)
-    assert "tools.yaml:" in message and "parameters" in message
-    assert "$.properties.x.$ref" in message and "never fetched" in message
+    # Located at the reference's own line, with its field path.
+    assert "tools.yaml:8:" in message
+    assert "tools[0].parameters.properties.x.$ref" in message and "never fetched" in message
     assert remote.fetched == []
 
 

@@ -13,18 +13,20 @@ compiles to the same `_Rule` pairs as `rules` and reuses its helpers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
 from .decision import Decision, Verdict
 from .hosts import _compile_host, _host_matches
+from .names import ToolName, compile_tool_name, suggestions
 from .paths import _glob_regex, _path_matches, _PathPattern, _permission_path_pattern
 from .rules import (
     _MISSING,
@@ -47,7 +49,10 @@ __all__ = ["PermissionRules", "compile_permissions", "is_known_safe_command", "s
 _PERMISSION = re.compile(r"\s*([A-Za-z0-9_*?\[\]!-]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
 _PARAM_SPEC = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*):(.*)", re.DOTALL)
 _PRIMARY_NAMES = ("command", "path", "file_path", "url", "pattern")
-_PrimaryKind = Literal["command", "path", "url", "text"]
+_PrimaryKind = Literal["command", "path", "paths", "url", "text"]
+PathsOf = Callable[[Any], Sequence[str] | None]
+"""`tool.meta["paths_of"]` for a primary argument of kind `paths` (a patch): the files a value
+touches, or None when they cannot be read from it."""
 
 
 def _primary_kind(name: str) -> _PrimaryKind:
@@ -71,7 +76,7 @@ class _Permission:
     text: str
     field: str
     """Where the string sits in `permissions` (`deny[2]`)."""
-    name: re.Pattern[str]
+    name: ToolName
     bare: bool
     verdict: Verdict
     spec: str = ""
@@ -80,14 +85,23 @@ class _Permission:
     host: Callable[[str], bool] | None = None
     glob: re.Pattern[str] | None = None
     param: tuple[str, re.Pattern[str]] | None = None
+    primary_form: tuple[str, _Permission] | None = None
+    """(param, `Name(value)`) of a `Name(param:value)`: used when `param` is the tool's primary
+    argument, so the value is read as that argument is (a command, a path, a URL)."""
 
     def for_tool(
-        self, properties: Mapping[str, Any], primary: tuple[str, _PrimaryKind] | None
+        self,
+        properties: Mapping[str, Any],
+        primary: tuple[str, _PrimaryKind] | None,
+        paths_of: PathsOf | None = None,
     ) -> _Test | None:
         """The condition this rule puts on calls of one tool (None: it never applies)."""
         if self.bare:
             return _always
         strict = self.decision is Decision.ALLOW
+        form = self.primary_form
+        if form is not None and primary is not None and form[0] == primary[0]:
+            return form[1].for_tool(properties, primary, paths_of)
         if self.param is not None and not strict:
             param, value = self.param
             if param in properties and (primary is None or param != primary[0]):
@@ -108,6 +122,8 @@ class _Permission:
             return lambda args, ws: (
                 isinstance(v := get(args), str) and _path_matches(paths, v, ws, strict)
             )
+        if kind == "paths" and self.path is not None and paths_of is not None:
+            return _paths_test(get, paths_of, [self.path], strict)
         if kind == "url" and self.host is not None:
             hosts = [self.host]
             return lambda args, ws: (
@@ -117,6 +133,72 @@ class _Permission:
         if glob is None:
             return None
         return lambda args, ws: isinstance(v := get(args), str) and glob.fullmatch(v) is not None
+
+    def unknown_argument(self, tools: Sequence[Tool]) -> ConfigError | None:
+        """The error for a deny or ask `Name(param:value)` whose `param` is an argument of none
+        of `tools` (the tools it covers), unless the spec reads as something else for them: a
+        path or URL with a colon, or a legacy `cmd:*` command prefix."""
+        if self.param is None or self.decision is Decision.ALLOW:
+            return None
+        param = self.param[0]
+        names: set[str] = set()
+        for t in tools:
+            properties = t.parameters.get("properties") or {}
+            names.update(properties)
+            open_ended = "properties" not in t.parameters
+            if param in properties or (
+                open_ended and t.parameters.get("additionalProperties") is not False
+            ):
+                return None
+            kind = _primary_of(t)
+            if kind is not None and kind[1] in ("path", "paths", "url"):
+                return None
+            if kind is not None and kind[1] == "command" and self.spec.endswith(":*"):
+                return None
+        listed = f" (its arguments: {', '.join(sorted(names))})" if names else ""
+        return ConfigError(
+            f"{self.text!r}: no tool it names has an argument {param!r}"
+            f"{did_you_mean(param, names)}{listed}",
+            field=self.field,
+        )
+
+
+async def _never(arguments: dict[str, Any], ctx: Any) -> Any:
+    """The handler of the stand-ins `unmatched` makes for bare names; never called."""
+    raise AssertionError("a stand-in tool for a name is never run")
+
+
+def _primary_of(tool: Tool) -> tuple[str, _PrimaryKind] | None:
+    """The tool's primary argument and its kind (see `PermissionRules`)."""
+    properties = tool.parameters.get("properties") or {}
+    name = tool.meta.get("primary_argument") if tool.meta else None
+    if not name:
+        name = next((n for n in _PRIMARY_NAMES if n in properties), None)
+    if not name:
+        return None
+    kind = tool.meta.get("primary_kind") if tool.meta else None
+    return name, kind or _primary_kind(name)
+
+
+def _paths_test(
+    get: Callable[[Mapping[str, Any]], Any],
+    paths_of: PathsOf,
+    patterns: list[_PathPattern],
+    strict: bool,
+) -> _Test:
+    """A path rule over every file a value touches (the paths of a patch): an allow needs
+    each of them to match, a deny or ask one; a value whose paths cannot be read matches
+    every deny and ask and no allow (doubt never allows)."""
+
+    def test(args: Mapping[str, Any], ws: Path) -> bool:
+        value = get(args)
+        paths = None if value is _MISSING else paths_of(value)
+        if not paths:
+            return not strict
+        seen = (_path_matches(patterns, p, ws, strict) for p in paths)
+        return all(seen) if strict else any(seen)
+
+    return test
 
 
 def _param_test(param: str, value: re.Pattern[str]) -> _Test:
@@ -151,7 +233,8 @@ class PermissionRules:
     - url: `domain:host-glob` (`domain:*.example.com`) or a glob of the whole URL.
     - text (any other primary argument): a glob of the whole value.
     - `param:value` (deny and ask only, as in Claude Code): a glob over any other top-level
-      argument's JSON scalar, e.g. `shell(run_in_background:true)`.
+      argument's JSON scalar, e.g. `shell(run_in_background:true)`. Naming the primary
+      argument itself (`mcp__srv__echo(text:rm*)`) is the same as `Name(value)`.
 
     `Name` alone or `Name(*)` covers every call; as a deny it hides the tool (`hidden`).
     Evaluation: deny, then ask, then allow; the first match wins. No match: the default,
@@ -187,25 +270,32 @@ class PermissionRules:
 
     def hidden(self, tool: Tool) -> bool:
         """True when a bare deny (`Name` or `Name(*)`) covers the tool: drop it from listings."""
-        name = tool.name
         return any(
-            r.bare and r.decision is Decision.DENY and r.name.fullmatch(name) for r in self._rules
+            r.bare and r.decision is Decision.DENY and r.name.matches(tool) for r in self._rules
         )
 
-    def unmatched(self, tool_names: Iterable[str]) -> list[ConfigError]:
-        """One error per rule whose name matches none of `tool_names` (a typo makes a deny
-        rule silently useless); the builder decides whether to raise or warn."""
-        names = list(tool_names)
+    def unmatched(self, tools: Iterable[Tool | str]) -> list[ConfigError]:
+        """One error per rule that would never apply to `tools` (tools, or bare names): its
+        name covers none of them (a typo makes a deny rule silently useless), or its
+        `param:value` names an argument none of the tools it covers has. The builder decides
+        whether to raise or warn. In the order the rules are evaluated."""
+        from ..base import Tool
+
+        known = [t if isinstance(t, Tool) else Tool(name=t, handler=_never) for t in tools]
+        choices = suggestions(known)
         problems = []
         for rule in self._rules:
-            if not any(rule.name.fullmatch(n) for n in names):
-                tool = rule.text.split("(", 1)[0].strip()
+            covered = [t for t in known if rule.name.matches(t)]
+            if not covered:
+                name = rule.name.written
                 problems.append(
                     ConfigError(
-                        f"{rule.text!r} names no tool{did_you_mean(tool, names)}",
+                        f"{rule.text!r} names no tool{did_you_mean(name, choices)}",
                         field=rule.field,
                     )
                 )
+            elif (problem := rule.unknown_argument(covered)) is not None:
+                problems.append(problem)
         return problems
 
     def _plan(self, tool: Tool) -> _Plan:
@@ -221,17 +311,13 @@ class PermissionRules:
 
     def _build_plan(self, tool: Tool) -> _Plan:
         properties = tool.parameters.get("properties") or {}
-        primary_name = tool.meta.get("primary_argument") if tool.meta else None
-        if not primary_name:
-            primary_name = next((n for n in _PRIMARY_NAMES if n in properties), None)
-        primary: tuple[str, _PrimaryKind] | None = None
-        if primary_name:
-            kind = tool.meta.get("primary_kind") if tool.meta else None
-            primary = (primary_name, kind or _primary_kind(primary_name))
+        primary = _primary_of(tool)
+        paths_of = tool.meta.get("paths_of") if tool.meta else None
         plan: list[_Rule] = []
         for rule in self._rules:
-            if rule.name.fullmatch(tool.name):
-                test = rule.for_tool(properties, primary)
+            if rule.name.matches(tool):
+                reader = cast("PathsOf", paths_of) if callable(paths_of) else None
+                test = rule.for_tool(properties, primary, reader)
                 if test is not None:
                     plan.append((test, rule.verdict))
         return tuple(plan)
@@ -287,7 +373,7 @@ def _compile_permission(
             field=field,
         )
     name_glob, spec = m.group(1), m.group(2)
-    name = re.compile(_glob_regex(name_glob, segments=False), re.IGNORECASE)
+    name = compile_tool_name(name_glob, allow=decision is Decision.ALLOW, field=field)
     written = f"{decision} {text.strip()}"
     verdict = Verdict(decision=decision, rule=written, origin=origin)
     if spec is None or spec.strip() == "*":
@@ -306,9 +392,16 @@ def _compile_permission(
         host = _compile_host(spec.removeprefix("domain:"), field)
     param_match = _PARAM_SPEC.fullmatch(spec)
     param = None
+    primary_form = None
     if param_match is not None and param_match.group(1) != "domain":
         value = re.compile(_glob_regex(param_match.group(2), segments=False), re.DOTALL)
         param = (param_match.group(1), value)
+        if param_match.group(2).strip():
+            inner = _compile_permission(
+                decision, f"{name_glob}({param_match.group(2)})", field, origin
+            )
+            inner = dataclasses.replace(inner, text=text, verdict=verdict)
+            primary_form = (param_match.group(1), inner)
     return _Permission(
         decision=decision,
         text=text,
@@ -321,6 +414,7 @@ def _compile_permission(
         host=host,
         glob=None if host else re.compile(_glob_regex(spec, segments=False), re.DOTALL),
         param=param,
+        primary_form=primary_form,
     )
 
 

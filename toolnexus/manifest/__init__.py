@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from .includes import TOOLSET_GROUP, apply_include_chain
 from .interpolate import Secret
-from .loader import SCHEMA_PATH, issue_at, load_manifest, manifest_schema
+from .loader import (
+    SCHEMA_PATH,
+    PartialManifest,
+    issue_at,
+    load_manifest,
+    load_manifest_partial,
+    manifest_schema,
+)
 from .model import (
     Defaults,
     IncludeDecl,
@@ -32,6 +39,7 @@ __all__ = [
     "Manifest",
     "MiddlewareDecl",
     "OverrideDecl",
+    "PartialManifest",
     "PermissionDecl",
     "Secret",
     "ServeAuth",
@@ -41,5 +49,6 @@ __all__ = [
     "apply_include_chain",
     "issue_at",
     "load_manifest",
+    "load_manifest_partial",
     "manifest_schema",
 ]

@@ -18,14 +18,14 @@ import fnmatch
 import os
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._suggest import did_you_mean
 from ..errors import ToolnexusError
-from .model import IncludeDecl, OverrideDecl
+from .model import IncludeDecl, Location, OverrideDecl
 
 __all__ = ["TOOLSET_GROUP", "IncludeProblem", "ResolvedInclude", "apply_include_chain"]
 
@@ -55,7 +55,9 @@ class ResolvedInclude:
 
 
 def apply_include_chain(
-    chain: Sequence[IncludeDecl], name: str
+    chain: Sequence[IncludeDecl],
+    name: str,
+    seen: MutableMapping[Location, set[str]] | None = None,
 ) -> tuple[str, tuple[OverrideDecl, ...]] | None:
     """The final name of a tool named `name` in the innermost included file, and the overrides
     that apply to it; None if an `only`/`exclude` of the chain drops it.
@@ -63,9 +65,13 @@ def apply_include_chain(
     Each include's globs match names as its included file sees them (before its own prefix),
     from the innermost include outwards. Builders call this for tools named at build time
     (OpenAPI operations, python factories, MCP server tools); the loader for named tools.
+    `seen` collects, per include (by where it is written), the names its filters met: an
+    `only`, `exclude` or `override` entry that met none is a mistake the builder reports.
     """
     overrides: list[OverrideDecl] = []
     for step in reversed(chain):
+        if seen is not None:
+            seen.setdefault(step.where, set()).add(name)
         if step.only and not any(fnmatch.fnmatchcase(name, g) for g in step.only):
             return None
         if any(fnmatch.fnmatchcase(name, g) for g in step.exclude):

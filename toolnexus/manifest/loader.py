@@ -141,7 +141,43 @@ def load_manifest(
         ManifestError: every problem found, in all files (a subclass when all are of one kind).
         UsageError: `source` is of an unsupported type.
     """
-    return _Loader(os.environ if env is None else env).load(source)
+    partial = load_manifest_partial(source, env=env)
+    if partial.issues or partial.manifest is None:
+        raise manifest_error(list(partial.issues))
+    return partial.manifest
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartialManifest:
+    """What loads of a manifest with problems: the parts without any, so that the builder can
+    find its own problems too and `validate` shows them all at once. Never run: a manifest
+    with any issue builds no toolkit."""
+
+    manifest: Manifest | None
+    """None when nothing usable was read (a syntax error, an unreadable file)."""
+    issues: tuple[ManifestIssue, ...] = ()
+    dropped: tuple[str | None, ...] = ()
+    """Names of the tool entries left out for a problem; None for a part whose tools cannot
+    be named (an entry without a readable name, a broken include, `builtins` or server)."""
+
+
+def load_manifest_partial(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> PartialManifest:
+    """Load what can be loaded of a manifest, and every problem of the rest (see
+    `load_manifest`, which raises them).
+
+    Raises:
+        ManifestError: the manifest file itself cannot be read.
+        UsageError: `source` is of an unsupported type.
+    """
+    loader = _Loader(os.environ if env is None else env)
+    manifest = loader.load(source)
+    return PartialManifest(
+        manifest=manifest, issues=tuple(loader.sorted_issues()), dropped=tuple(loader.dropped)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,10 +222,14 @@ class _Loader:
         self.permissions: list[PermissionDecl] = []
         self.builtins: dict[str, dict[str, Any]] = {}
         self.builtin_sites: dict[str, BuiltinSite] = {}
+        self.include_names: dict[Location, set[str]] = {}
+        self.dropped: list[str | None] = []
 
     # -- entry -------------------------------------------------------------------------------
 
-    def load(self, source: str | os.PathLike[str] | Mapping[str, Any]) -> Manifest:
+    def load(self, source: str | os.PathLike[str] | Mapping[str, Any]) -> Manifest | None:
+        """The manifest without the parts that have problems (`self.issues`); None when
+        nothing usable was read."""
         cwd = Path.cwd()
         top_file: Path | None = None
         if isinstance(source, Mapping):
@@ -227,8 +267,8 @@ class _Loader:
         header: dict[str, Any] | None = None
         if ctx is not None:
             header = self.document(data, ctx, _Scope(stack=((key, ctx.label),)))
-        if self.issues or header is None or ctx is None:
-            raise manifest_error(self.sorted_issues())
+        if header is None or ctx is None:
+            return None
         own = header.get("__defaults__", Defaults())
         workspace = _absolute(ctx.base_dir, header.get("workspace", "."))
         return Manifest(
@@ -244,6 +284,7 @@ class _Loader:
             builtins=self.builtins,
             builtin_sites=self.builtin_sites,
             includes=tuple(self.includes),
+            include_names={k: frozenset(v) for k, v in self.include_names.items()},
             files=tuple(self.files),
             source=Path(os.path.abspath(top_file)) if top_file is not None else None,
             tool_search=header.get("tool_search"),
@@ -265,6 +306,7 @@ class _Loader:
         try:
             data, positions, problems = parse_yaml(text)
         except YamlSyntaxError as exc:
+            self.dropped.append(None)
             self.issues.append(
                 ManifestIssue(
                     message=exc.message,
@@ -397,6 +439,10 @@ class _Loader:
             n = len(prefix)
             return not any(p[:n] == prefix or prefix[: len(p)] == p for p in broken)
 
+        def whole(prefix: NodePath) -> bool:
+            """The container itself is sound (its items are checked one by one)."""
+            return not any(prefix[: len(p)] == p for p in broken)
+
         own = _defaults(data.get("defaults") if ok(("defaults",)) else None)
         effective = own if scope.defaults is None else _layer(scope.defaults, own)
         middleware = self.middleware(data.get("middleware", ()), ctx) if ok(("middleware",)) else ()
@@ -406,10 +452,14 @@ class _Loader:
             defaults=effective,
             middleware=(*scope.middleware, *middleware) if scope.chain else (),
         )
-        if ok(("permissions",)):
+        if whole(("permissions",)):
             for decision in ("allow", "ask", "deny"):
+                if not whole(("permissions", decision)):
+                    continue
                 for i, text in enumerate(data.get("permissions", {}).get(decision, ())):
                     path = ("permissions", decision, i)
+                    if not ok(path):
+                        continue
                     self.permissions.append(
                         PermissionDecl(
                             decision=decision,
@@ -419,14 +469,15 @@ class _Loader:
                             positions=ctx.positions,
                         )
                     )
-        for i, item in enumerate(data.get("include", ()) if ok(("include",)) else ()):
+        self.drop(data, broken)
+        for i, item in enumerate(data.get("include", ()) if whole(("include",)) else ()):
             if ok(("include", i)):
                 self.include(item, ("include", i), ctx, inner)
-        for i, entry in enumerate(data.get("tools", ()) if ok(("tools",)) else ()):
+        for i, entry in enumerate(data.get("tools", ()) if whole(("tools",)) else ()):
             if ok(("tools", i)):
                 self.tool(entry, ("tools", i), ctx, inner)
-        servers = data.get("mcp_servers", {}) if ok(("mcp_servers",)) else {}
-        sources = servers.get("from", ())
+        servers = data.get("mcp_servers", {}) if whole(("mcp_servers",)) else {}
+        sources = servers.get("from", ()) if ok(("mcp_servers", "from")) else ()
         for i, ref in enumerate([sources] if isinstance(sources, str) else sources):
             path = (
                 ("mcp_servers", "from") if isinstance(sources, str) else ("mcp_servers", "from", i)
@@ -438,7 +489,16 @@ class _Loader:
         if ok(("builtins",)):
             raw = data.get("builtins")
             for name, options in _builtins(raw).items():
-                if name == "*" or _passes(scope.chain, name):
+                filters = [step.ref for step in scope.chain if step.only or step.exclude]
+                if name == "*" and filters:
+                    message = (
+                        f"`builtins: all` is not narrowed by the only/exclude of the include of "
+                        f"{filters[-1]}: every builtin would load; list the builtins by name here"
+                    )
+                    self.issue(ctx, _builtin_path(raw, name), message, "include")
+                    self.dropped.append(None)
+                    continue
+                if name == "*" or _passes(scope.chain, name, self.include_names):
                     self.builtins[name] = options
                     path = _builtin_path(raw, name)
                     self.builtin_sites[name] = BuiltinSite(
@@ -487,6 +547,22 @@ class _Loader:
             self.issue(ctx, ("serve", *_parse_field(exc.field)), exc.message, "schema")
             return None
 
+    def drop(self, data: Mapping[str, Any], broken: Sequence[NodePath]) -> None:
+        """Record what the broken parts of a document would have declared (`self.dropped`)."""
+        tools = data.get("tools")
+        for path in broken:
+            head = path[:1]
+            if head == ("tools",) and len(path) >= 2 and isinstance(tools, list):
+                entry = tools[path[1]] if isinstance(path[1], int) else None
+                if not isinstance(entry, Mapping):
+                    self.dropped.append(None)
+                    continue
+                name = entry.get("name")
+                named = isinstance(name, str) and "openapi" not in entry
+                self.dropped.append(name if named else None)
+            elif head in (("tools",), ("include",), ("builtins",), ("mcp_servers",), ()):
+                self.dropped.append(None)
+
     def middleware(self, items: Sequence[Any], ctx: _File) -> tuple[MiddlewareDecl, ...]:
         out = []
         for i, item in enumerate(items):
@@ -515,6 +591,7 @@ class _Loader:
             resolved = resolve_include(ref, ctx.base_dir, shown_dir)
         except IncludeProblem as exc:
             self.issue(ctx, path, str(exc), "include")
+            self.dropped.append(None)
             return
         labels = [label for key, label in scope.stack]
         if any(key == resolved.key for key, _ in scope.stack):
@@ -522,6 +599,7 @@ class _Loader:
             self.issue(
                 ctx, path, f"include cycle: {cycle}; remove one of these includes", "include"
             )
+            self.dropped.append(None)
             return
         if resolved.watch is not None:
             self.files[resolved.watch] = None
@@ -581,7 +659,7 @@ class _Loader:
         spec = entry
         overrides: tuple[OverrideDecl, ...] = ()
         if name is not None and scope.chain:
-            renamed = apply_include_chain(scope.chain, name)
+            renamed = apply_include_chain(scope.chain, name, self.include_names)
             if renamed is None:
                 return
             name, overrides = renamed
@@ -712,6 +790,7 @@ class _Loader:
         except (OSError, UnicodeDecodeError) as exc:
             reason = "file not found" if isinstance(exc, FileNotFoundError) else str(exc)
             self.issue(ctx, path, f"cannot read {ref!r}: {reason}", "include")
+            self.dropped.append(None)
             return
         self.files[Path(os.path.abspath(real))] = None
         parsed = self.parse(text, shown, Path(os.path.abspath(real.parent)), shown)
@@ -836,12 +915,14 @@ def _builtin_path(raw: Any, name: str) -> NodePath:
     return ("builtins",)
 
 
-def _passes(chain: Sequence[IncludeDecl], name: str) -> bool:
+def _passes(chain: Sequence[IncludeDecl], name: str, seen: dict[Location, set[str]]) -> bool:
     """Whether the only/exclude globs of every include in `chain` keep builtin `name`
-    (builtins keep their names: prefixes do not apply to them)."""
+    (builtins keep their names: prefixes do not apply to them); records the name in `seen`
+    for each include it reaches."""
     import fnmatch
 
-    for step in chain:
+    for step in reversed(chain):
+        seen.setdefault(step.where, set()).add(name)
         if step.only and not any(fnmatch.fnmatchcase(name, g) for g in step.only):
             return False
         if any(fnmatch.fnmatchcase(name, g) for g in step.exclude):

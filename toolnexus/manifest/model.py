@@ -340,6 +340,9 @@ class Manifest:
     """name -> where the options in `builtins` were written (same keys)."""
     includes: tuple[IncludeDecl, ...] = ()
     """Every include resolved, depth-first in file order."""
+    include_names: Mapping[Location, frozenset[str]] = field(default_factory=dict)
+    """Per include (by `IncludeDecl.where`), the names of the tools declared by name and of
+    the builtins its filters met; the builder adds the tools named when built."""
     files: tuple[Path, ...] = ()
     """Every file read or referenced (manifests, includes, .mcp.json, OpenAPI documents): what
     a hot-reload watcher watches."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .derive import FunctionSchema, schema_from_function
 from .derive import enum_type as enum_type  # not in __all__; adapters.strict_schema imports it
-from .meta import check_schema
+from .meta import check_schema, schema_problems
 from .names import NAME_PATTERN, check_name, is_valid_name, sanitize_name
 from .nulls import drop_null_optionals
 from .validate import Validator, compile_validator
@@ -34,4 +34,5 @@ __all__ = [
     "is_valid_name",
     "sanitize_name",
     "schema_from_function",
+    "schema_problems",
 ]

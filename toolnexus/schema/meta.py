@@ -19,10 +19,10 @@ from typing import Any, Final
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
-from ._paths import _join_path, _json_path
+from ._paths import _json_path
 from .refs import MISSING, resolve_pointer
 
-__all__ = ["check_schema"]
+__all__ = ["SchemaPath", "check_schema", "schema_problems"]
 
 
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -150,37 +150,61 @@ def check_schema(schema: Any, *, field: str = "parameters") -> None:
         ConfigError: every problem, each with the JSON path of the bad part (`field` names the
             configuration key the schema came from).
     """
+    problems = schema_problems(schema)
+    if problems:
+        listed = "; ".join(f"{_shown(path)}: {message}" for path, message in problems)
+        raise ConfigError(f"{_lead(problems)}{listed}", field=field)
+
+
+SchemaPath = tuple[str | int, ...]
+"""Where in a schema a problem is: keys and indexes from its root."""
+
+
+def schema_problems(schema: Any) -> list[tuple[SchemaPath, str]]:
+    """Every problem `check_schema` reports, each with the path of the bad part, so that a
+    manifest can locate each at its own line (`parameters.properties.path.type`)."""
     if not _quick_meta_ok(schema):
         problems = _meta_problems(schema)
         if problems:
-            listed = "; ".join(f"{path}: {message}" for path, message in problems)
-            raise ConfigError(f"not a valid JSON Schema (Draft 2020-12): {listed}", field=field)
-    for path, ref in _foreign_refs(schema):
-        raise ConfigError(
-            f"a schema whose {path} ({ref!r}) names another document: remote references are "
-            "never fetched; copy the schema it names under `$defs` and point to it with "
-            "'#/$defs/NAME'",
-            field=field,
-        )
+            return problems
+    foreign = _foreign_refs(schema)
+    if foreign:
+        return [
+            (
+                path,
+                f"{ref!r} names another document: remote references are never fetched; copy the "
+                "schema it names under `$defs` and point to it with '#/$defs/NAME'",
+            )
+            for path, ref in foreign
+        ]
     if isinstance(schema, dict) and not _has_key(schema, "$id"):
-        for path, ref in _local_refs(schema, "$"):
+        for path, ref in _local_refs(schema, ()):
             if resolve_pointer(schema, ref) is MISSING:
-                raise ConfigError(
-                    f"{path}: $ref {ref!r} points to nothing in this schema; define it under "
-                    "`$defs` or fix the reference",
-                    field=field,
-                )
+                return [
+                    (
+                        path,
+                        f"$ref {ref!r} points to nothing in this schema; define it under "
+                        "`$defs` or fix the reference",
+                    )
+                ]
+    return []
 
 
-def _meta_problems(schema: Any) -> list[tuple[str, str]]:
+def _lead(problems: list[tuple[SchemaPath, str]]) -> str:
+    """The meta-schema's problems are introduced as such; a dangling `$ref` speaks for itself."""
+    refs = (("$ref",), ("$dynamicRef",))
+    return "" if problems[0][0][-1:] in refs else "not a valid JSON Schema (Draft 2020-12): "
+
+
+def _meta_problems(schema: Any) -> list[tuple[SchemaPath, str]]:
     from jsonschema import Draft202012Validator
 
     meta = Draft202012Validator(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )
-    problems = []
+    problems: list[tuple[SchemaPath, str]] = []
     for error in meta.iter_errors(schema):
-        path = _json_path(error.absolute_path)
+        path = tuple(error.absolute_path)
         message = error.message
         if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(
             error.instance, str
@@ -190,6 +214,8 @@ def _meta_problems(schema: Any) -> list[tuple[str, str]]:
                 f"unknown type {error.instance!r}; expected one of {expected}"
                 + did_you_mean(error.instance, _SIMPLE_TYPES)
             )
+        elif path[-1:] == ("required",) and isinstance(error.instance, str):
+            message += f"; write a list of names: required: [{error.instance}]"
         problems.append((path, message))
     return problems
 
@@ -207,17 +233,17 @@ _DATA_KEYS: Final = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `$ref` or `$id` there means nothing."""
 
 
-def _foreign_refs(schema: Any) -> list[tuple[str, str]]:
-    """`(json_path, ref)` of every reference that leaves the document: resolved against the
+def _foreign_refs(schema: Any) -> list[tuple[SchemaPath, str]]:
+    """`(path, ref)` of every reference that leaves the document: resolved against the
     `$id`s around it (as jsonschema's `referencing` does, with `urljoin`), it names neither the
     document, nor a resource the document declares with `$id`, nor a meta-schema that ships with
     jsonschema (which it resolves without fetching). An allow-list: nothing else is local."""
     from urllib.parse import urldefrag, urljoin
 
     resources: set[str] = {""}
-    refs: list[tuple[str, str, str]] = []
+    refs: list[tuple[SchemaPath, str, str]] = []
 
-    def walk(node: Any, path: str, base: str) -> None:
+    def walk(node: Any, path: SchemaPath, base: str) -> None:
         if isinstance(node, dict):
             declared = node.get("$id")
             if isinstance(declared, str):
@@ -226,15 +252,15 @@ def _foreign_refs(schema: Any) -> list[tuple[str, str]]:
             for key in _REF_KEYS:
                 ref = node.get(key)
                 if isinstance(ref, str):
-                    refs.append((f"{path}.{key}", ref, urldefrag(urljoin(base, ref))[0]))
+                    refs.append(((*path, key), ref, urldefrag(urljoin(base, ref))[0]))
             for key, value in node.items():
                 if key not in _DATA_KEYS:
-                    walk(value, _join_path(path, key), base)
+                    walk(value, (*path, key), base)
         elif isinstance(node, list):
             for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]", base)
+                walk(value, (*path, i), base)
 
-    walk(schema, "$", "")
+    walk(schema, (), "")
     foreign = [(path, ref) for path, ref, target in refs if target not in resources]
     if not foreign:
         return []
@@ -243,14 +269,21 @@ def _foreign_refs(schema: Any) -> list[tuple[str, str]]:
     return [(path, ref) for path, ref in foreign if urldefrag(ref)[0] not in REGISTRY]
 
 
-def _local_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
+def _local_refs(node: Any, path: SchemaPath) -> Iterable[tuple[SchemaPath, str]]:
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#"):
-            yield f"{path}.$ref", ref
+            yield (*path, "$ref"), ref
         for key, value in node.items():
             if key not in ("const", "enum", "default", "examples"):
-                yield from _local_refs(value, _join_path(path, key))
+                yield from _local_refs(value, (*path, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _local_refs(value, f"{path}[{i}]")
+            yield from _local_refs(value, (*path, i))
+
+
+def _shown(path: SchemaPath) -> str:
+    """`$.properties.x.type`; a `$ref` keeps its `$` (`$.x.$ref`)."""
+    if path[-1:] in (("$ref",), ("$dynamicRef",)):
+        return f"{_json_path(path[:-1])}.{path[-1]}"
+    return _json_path(path)
