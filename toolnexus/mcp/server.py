@@ -280,7 +280,7 @@ class McpServer:
     reconnects, after a backoff if reconnecting already failed; the result of that call carries
     `metadata["restarted"] = True`. Over HTTP only the calls in flight on a dropped connection
     fail (a call that may have run is never sent again); one the server provably did not run
-    (a forgotten session, a refused connection) is sent once more in a new session.
+    (it answered that it does not know the session) is sent once more in a new session.
     """
 
     def __init__(
@@ -755,7 +755,8 @@ class McpServer:
             conn, restarted = await self._restart(conn)
         raw = await self._send(conn, mcp_name, arguments, ctx, resend=True)
         if raw is _UNSENT:
-            # The server provably did not run it (see `_unsent`): once more, in a new session.
+            # The server did not know the session, so it did not run the call: once more, in a
+            # new session.
             conn, _ = await self._restart(conn)
             restarted = True
             raw = await self._send(conn, mcp_name, arguments, ctx, resend=False)
@@ -806,7 +807,9 @@ class McpServer:
                 )
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
             if self.spec.transport == "http":
-                if _unsent(exc, conn.http_status):
+                if session_lost(exc, conn.http_status):
+                    # The server answers 404 to a session it does not know before it runs
+                    # anything, so sending the call again cannot run it twice.
                     lost = translate_error(
                         exc,
                         server=self.spec.name,
@@ -934,18 +937,6 @@ def _http_stand_in(exc: BaseException) -> bool:
 
 _UNSENT = object()
 """What `McpServer._send` returns for a call the server did not run."""
-
-
-def _unsent(exc: BaseException, http_status: HttpStatus | None) -> bool:
-    """The call never reached the tool, so sending it again cannot run it twice: the server
-    did not know the session (it answers 404 before dispatching anything), or no connection
-    could be opened to send it on."""
-    import httpx2
-
-    leaf = leaf_exception(exc)
-    return session_lost(exc, http_status) or isinstance(
-        leaf, httpx2.ConnectError | httpx2.ConnectTimeout
-    )
 
 
 def _dropped(exc: BaseException, http_status: HttpStatus | None) -> bool:
