@@ -216,7 +216,9 @@ def assert_answered_right(results: dict[str, Result], url: str) -> int:
     return ok
 
 
-def test_a_replica_killed_under_load_fails_only_its_calls_in_flight(tmp_path: Path) -> None:
+def test_a_replica_killed_under_load_fails_only_its_calls_in_flight(
+    no_leaks: None, tmp_path: Path
+) -> None:
     with replicated(tmp_path, "--stateless") as group, toolkit(group.url, tmp_path) as tk:
         calls = Calls(tk)
         for i in range(4):  # round robin: two on each replica
@@ -252,7 +254,7 @@ def test_a_replica_killed_under_load_fails_only_its_calls_in_flight(tmp_path: Pa
         assert DROPPED in (status["last_error"] or ""), status
 
 
-def test_a_pinned_session_moves_to_the_surviving_replica(tmp_path: Path) -> None:
+def test_a_pinned_session_moves_to_the_surviving_replica(no_leaks: None, tmp_path: Path) -> None:
     with (
         replicated(tmp_path, "--legacy", balance="ip_hash;") as group,
         toolkit(group.url, tmp_path) as tk,
@@ -271,7 +273,9 @@ def test_a_pinned_session_moves_to_the_surviving_replica(tmp_path: Path) -> None
         assert "no longer knows this session" in (status["last_error"] or ""), status
 
 
-def test_a_single_server_killed_and_started_again_is_reconnected(tmp_path: Path) -> None:
+def test_a_single_server_killed_and_started_again_is_reconnected(
+    no_leaks: None, tmp_path: Path
+) -> None:
     for args in (("--legacy",), ()):
         run = tmp_path / ("legacy" if args else "modern")
         run.mkdir()
