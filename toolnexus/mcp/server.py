@@ -94,6 +94,7 @@ _MAX_PAGES = 1000
 _STDERR_TAIL = 2000
 """Characters of a failed server's stderr quoted in its status."""
 
+
 class McpServerState(enum.StrEnum):
     """Where a server's connection stands."""
 
@@ -104,8 +105,8 @@ class McpServerState(enum.StrEnum):
     FAILED = "failed"
     """Did not start, or a restart failed; `reason` says why, `retry_in` when it is retried."""
     CRASHED = "crashed"
-    """Was ready, then its connection ended (it exited, or broke the protocol); the next call
-    restarts it."""
+    """Was ready, then its connection ended (it exited, broke the protocol, or an HTTP call
+    found it dropped or its session forgotten); the next call restarts it."""
     RESTARTING = "restarting"
     CLOSED = "closed"
 
@@ -189,6 +190,11 @@ class _Connection:
         self.closing = False
         self.error: BaseException | None = None
         self.crashed = False
+        self.calls = 0
+        """Calls running on this connection."""
+        self.retired = False
+        """A call found this connection broken: new calls reconnect, and it closes after its
+        last call (`McpServer._retire`)."""
         self.cleanup: tuple[Path, ...] = ()
         """Folders the sandbox made for this server's process, removed once it has ended."""
         self.stderr: TextIO | None = None
@@ -272,7 +278,9 @@ class McpServer:
     reports the state, `aclose()` shuts the server down. Calls go through the `Tool`s. When the
     connection drops (a stdio server that dies, an HTTP server that went away), the next call
     reconnects, after a backoff if reconnecting already failed; the result of that call carries
-    `metadata["restarted"] = True`.
+    `metadata["restarted"] = True`. Over HTTP only the calls in flight on a dropped connection
+    fail (a call that may have run is never sent again); one the server provably did not run
+    (it answered that it does not know the session) is sent once more in a new session.
     """
 
     def __init__(
@@ -745,12 +753,46 @@ class McpServer:
         restarted = False
         if conn is None or not conn.alive:
             conn, restarted = await self._restart(conn)
+        raw = await self._send(conn, mcp_name, arguments, ctx, resend=True)
+        if raw is _UNSENT:
+            # The server did not know the session, so it did not run the call: once more, in a
+            # new session.
+            conn, _ = await self._restart(conn)
+            restarted = True
+            raw = await self._send(conn, mcp_name, arguments, ctx, resend=False)
+        self._failures = 0
+        result = to_result(
+            raw, server=self.spec.name, tool=mcp_name, max_output=self.spec.max_output
+        )
+        if restarted or self._unconfined:
+            extra = {"restarted": True} if restarted else {}
+            if self._unconfined:
+                extra["unconfined"] = True
+            result = result.with_metadata(**extra)
+        return result
+
+    async def _send(
+        self,
+        conn: _Connection,
+        mcp_name: str,
+        arguments: dict[str, Any],
+        ctx: ToolContext,
+        *,
+        resend: bool,
+    ) -> Any:
+        """One `tools/call` on `conn`: the raw result, or `_UNSENT` when the server did not run
+        it and `resend` allows sending it again after a reconnect.
+
+        Raises:
+            ToolError: the call failed (every SDK and transport failure, in words).
+        """
         client = conn.client
         assert client is not None
         timeout = self.spec.timeout
         remaining = ctx.remaining()
         if remaining is not None and (timeout is None or remaining < timeout):
             timeout = remaining
+        conn.calls += 1
         try:
             with self._inflight.running(ctx):
                 raw = await call_tool(
@@ -764,9 +806,25 @@ class McpServer:
                     as_task=self._task_support.get(mcp_name) == "required",
                 )
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
-            if session_lost(exc, conn.http_status):
-                # An HTTP server that restarted forgets its sessions: reconnect next call.
-                conn.mark_ended()
+            if self.spec.transport == "http":
+                if session_lost(exc, conn.http_status):
+                    # The server answers 404 to a session it does not know before it runs
+                    # anything, so sending the call again cannot run it twice.
+                    lost = translate_error(
+                        exc,
+                        server=self.spec.name,
+                        tool=mcp_name,
+                        timeout=timeout,
+                        http_status=conn.http_status,
+                    )
+                    self._retire(conn, lost.message)
+                    if resend:
+                        return _UNSENT
+                    raise lost from exc
+                if _dropped(exc, conn.http_status):
+                    dropped = ToolError(self._dropped_message(mcp_name, exc, conn))
+                    self._retire(conn, dropped.message)
+                    raise dropped from exc
             refusal = self._refusal(conn) if _http_stand_in(exc) else None
             if refusal is not None:
                 self._last_error = refusal
@@ -786,16 +844,47 @@ class McpServer:
             )
             self._last_error = error.message
             raise error from exc
-        self._failures = 0
-        result = to_result(
-            raw, server=self.spec.name, tool=mcp_name, max_output=self.spec.max_output
+        finally:
+            conn.calls -= 1
+            if conn.retired and conn.calls == 0:
+                self._close_connection(conn)
+        return raw
+
+    def _dropped_message(self, mcp_name: str, exc: BaseException, conn: _Connection) -> str:
+        status = conn.http_status
+        if _http_stand_in(exc) and status is not None:
+            how = f"a proxy answered {status[0]} {status[1]}".rstrip()
+        else:
+            how = f"{type(leaf_exception(exc)).__name__}: {leaf_exception(exc)}".rstrip(": ")
+        url = redact_url(self.spec.url or "")
+        return (
+            f"the MCP server '{self.spec.name}' at {url} dropped the connection during "
+            f"'{mcp_name}' ({how}; a replica of it may have died); it was not retried because "
+            "it may have run. The next call reconnects"
         )
-        if restarted or self._unconfined:
-            extra = {"restarted": True} if restarted else {}
-            if self._unconfined:
-                extra["unconfined"] = True
-            result = result.with_metadata(**extra)
-        return result
+
+    def _retire(self, conn: _Connection, reason: str) -> None:
+        """A call found `conn` broken (over HTTP: a replica died, or the server forgot the
+        session). The next call reconnects at once, the restart path of a crashed stdio
+        server; calls still running on `conn` finish there (behind a load balancer another
+        replica may be answering them), and the connection closes after the last."""
+        self._last_error = reason
+        if conn.retired or conn.closing:
+            return
+        counted = conn.crashed  # its transport ended first: `_crashed` counted this failure
+        conn.retired = True
+        conn.alive = False
+        conn.crashed = True  # its transport ending later is this loss, not another crash
+        if conn.calls == 0:
+            self._close_connection(conn)
+        if conn is not self._conn or self._state is McpServerState.CLOSED:
+            return
+        if not counted:
+            self._failures += 1
+            self._retry_at = time.monotonic() + _backoff(self._failures)
+        self._state = McpServerState.CRASHED
+        self._reason = reason
+        logger.warning("MCP server '%s': %s", self.spec.name, reason)
 
     async def _restart(self, dead: _Connection | None) -> tuple[_Connection, bool]:
         """A live connection for a call, restarting the server if it is down and its backoff
@@ -844,6 +933,33 @@ def _http_stand_in(exc: BaseException) -> bool:
 
     leaf = leaf_exception(exc)
     return isinstance(leaf, MCPError) and leaf.error.message == "Server returned an error response"
+
+
+_UNSENT = object()
+"""What `McpServer._send` returns for a call the server did not run."""
+
+
+def _dropped(exc: BaseException, http_status: HttpStatus | None) -> bool:
+    """The connection broke while the call was running (the server died, or a proxy in front
+    of it says its upstream did): the tool may have run."""
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    leaf = leaf_exception(exc)
+    if isinstance(leaf, MCPError):
+        if leaf.code == CONNECTION_CLOSED:
+            return True
+        return _http_stand_in(leaf) and http_status is not None and http_status[0] in (502, 504)
+    if isinstance(leaf, httpx2.TimeoutException):
+        return False  # a timeout, said as one by `translate_error`
+    return isinstance(
+        leaf,
+        httpx2.TransportError
+        | anyio.ClosedResourceError
+        | anyio.BrokenResourceError
+        | anyio.EndOfStream,
+    )
 
 
 def _backoff(failures: int) -> float:
