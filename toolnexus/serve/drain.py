@@ -23,6 +23,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from .responses import send_json
+
 if TYPE_CHECKING:
     import uvicorn
 
@@ -117,22 +119,12 @@ def _opens_session(body: bytes) -> bool:
 
 
 async def _refuse_new_session(send: Any) -> None:
-    body = (
-        b'{"error": "draining", "detail": "this server is shutting down and takes no new '
-        b'sessions; connect again (another replica will answer)"}'
+    detail = (
+        "this server is shutting down and takes no new sessions; connect again (another "
+        "replica will answer)"
     )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"retry-after", b"1"),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    headers = [(b"retry-after", b"1"), (b"connection", b"close")]
+    await send_json(send, 503, {"error": "draining", "detail": detail}, headers=headers)
 
 
 def draining_server(config: uvicorn.Config, drain: Drain, grace: float) -> uvicorn.Server:

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..manifest.model import ServeAuth
+from .responses import send_json
 
 if TYPE_CHECKING:
     import httpx
@@ -710,19 +711,7 @@ class OAuthGate:
         headers = [(b"www-authenticate", ("Bearer " + ", ".join(params)).encode())]
         if status == 503:
             headers.append((b"retry-after", b"5"))
-        payload = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    *headers,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_json(send, status, body, headers=headers)
 
 
 _ADVICE = {

@@ -32,7 +32,6 @@ import asyncio
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
 import math
 import os
@@ -57,6 +56,7 @@ from .approvals import (
 )
 from .approvals import approval_secret as approval_secret_from_env
 from .drain import DEFAULT_GRACE, Drain, draining_server
+from .responses import send_json
 
 if TYPE_CHECKING:
     import mcp.types
@@ -620,7 +620,7 @@ class _BearerAuth:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] != HEALTH_PATH and not self._authorized(scope):
-            await _json_response(
+            await send_json(
                 send,
                 401,
                 {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
@@ -628,28 +628,6 @@ class _BearerAuth:
             )
             return
         await self.app(scope, receive, send)
-
-
-async def _json_response(
-    send: Callable[[Any], Awaitable[None]],
-    status: int,
-    body: Any,
-    *,
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
 
 
 class _Endpoint:
@@ -662,7 +640,7 @@ class _Endpoint:
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if self.app is None:
             detail = "the app's lifespan has not run: serve it with ASGI lifespan enabled"
-            await _json_response(send, 503, {"error": "not started", "detail": detail})
+            await send_json(send, 503, {"error": "not started", "detail": detail})
             return
         await self.app(scope, receive, send)
 
