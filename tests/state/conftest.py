@@ -80,3 +80,14 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             server.stop()
+
+
+LIMITED = """
+version: 1
+middleware:
+  - rate_limit: {calls: 3, per: 1h, max_wait: 0}
+tools:
+  - name: ping
+    command: [echo, pong]
+"""
+"""Three calls an hour, refused past that (`max_wait: 0`): what the shared-limit tests count."""

@@ -11,27 +11,19 @@ import pytest
 
 from ..conftest import free_port
 from ..test_serve import http_client, serving
-from .conftest import RedisServer
+from .conftest import LIMITED, RedisServer
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 60.0
 
-MANIFEST = """
-version: 1
-middleware:
-  - rate_limit: {calls: 3, per: 1h, max_wait: 0}
-tools:
-  - name: ping
-    command: [echo, pong]
-"""
 
 
 async def test_replicas_sharing_redis_hold_one_rate_limit_and_report_its_health(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     manifest = tmp_path / "tools.yaml"
-    manifest.write_text(MANIFEST)
+    manifest.write_text(LIMITED)
     ports = free_port(), free_port()
     ready = "Application startup complete"
     one = [str(manifest), "--http", f"127.0.0.1:{ports[0]}", "--workers", "2"]
@@ -86,7 +78,7 @@ def test_serve_refuses_an_unknown_state_url(
     from toolnexus.cli import main
 
     manifest = tmp_path / "tools.yaml"
-    manifest.write_text(MANIFEST)
+    manifest.write_text(LIMITED)
     code = main(["serve", str(manifest), "--http", "127.0.0.1:0", "--state", "redis//x:1"])
     assert code == 2
     assert "unknown state store 'redis//x:1'" in capsys.readouterr().err

@@ -25,20 +25,12 @@ from toolnexus import (
 from toolnexus.middleware import cache, rate_limit
 from toolnexus.state import STATE_URL_ENV, open_state
 
-from .conftest import RedisServer
+from .conftest import LIMITED, RedisServer
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 30.0
 
-LIMITED = """
-version: 1
-middleware:
-  - rate_limit: {calls: 3, per: 1h, max_wait: 0}
-tools:
-  - name: ping
-    command: [echo, pong]
-"""
 
 
 async def test_two_toolkits_sharing_redis_hold_one_rate_limit(
