@@ -11,12 +11,8 @@ in process where the server's clock must move.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -32,10 +28,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 import toolnexus
 
-from ..conftest import free_port, wait_for_port
+from .served import STARTUP, serve_http
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
-STARTUP = 60.0
 WAIT = 30.0
 KEY = "toolnexus/approval"
 """Where the server puts its question in an `InputRequiredResult` (and wants the answer)."""
@@ -74,27 +69,8 @@ def http_url(manifest: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["TOOLNEXUS_APPROVAL_SECRET"] = SECRET
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolnexus", "serve", str(manifest), "--http", f"127.0.0.1:{port}"],
-        cwd=manifest.parent,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(port, process, STARTUP)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+    with serve_http(manifest, env) as url:
+        yield url
 
 
 class Asked:

@@ -5,10 +5,7 @@ message."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -27,10 +24,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 import toolnexus
 
-from ..conftest import free_port, wait_for_port
+from .served import STARTUP, serve_http
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
-STARTUP = 60.0
 WAIT = 30.0
 
 TOOLS = '''
@@ -94,27 +90,8 @@ def child_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def http_url(manifest: Path) -> Iterator[str]:
     """One `toolnexus serve --http` process (sessions) for the module."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolnexus", "serve", str(manifest), "--http", f"127.0.0.1:{port}"],
-        cwd=manifest.parent,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(port, process, STARTUP)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+    with serve_http(manifest, child_env()) as url:
+        yield url
 
 
 class Logs:
