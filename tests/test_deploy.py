@@ -21,8 +21,7 @@ import yaml
 import toolnexus
 from toolnexus import create_toolkit, load_manifest
 from toolnexus.cli import _parser
-from toolnexus.serve import HEALTH_PATH
-from toolnexus.serve.metrics import METRICS_PATH
+from toolnexus.serve import HEALTH_PATH, METRICS_PATH
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
 DEPLOY = REPO / "configs" / "deploy"
