@@ -45,7 +45,7 @@ def test_public_dataclasses_are_keyword_only() -> None:
 
 
 def test_import_toolnexus_loads_no_heavy_dependency() -> None:
-    heavy = ("mcp", "watchfiles", "httpx", "jsonschema", "yaml")
+    heavy = ("mcp", "watchfiles", "httpx", "jsonschema", "yaml", "prometheus_client")
     code = f"import sys, toolnexus; print(','.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

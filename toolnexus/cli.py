@@ -143,6 +143,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where rate limits and the cache live, shared by every worker and replica: "
         "redis://HOST:PORT/DB (default: $TOOLNEXUS_STATE_URL, else each process alone)",
     )
+    p.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve GET /metrics (Prometheus) without the token or OAuth that /mcp needs: for "
+        "a scraper on a network only it reaches",
+    )
     p = sub.add_parser(
         "install",
         help="write the MCP server entry of a manifest into a client's config (Claude Code, "
@@ -615,6 +621,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         grace=args.grace,
         approval_timeout=args.approval_timeout,
         state=args.state,
+        metrics_public=args.metrics_public,
     )
     try:
         serve(options)

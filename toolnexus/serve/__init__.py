@@ -4,7 +4,8 @@ request meets.
 `server` builds the MCP server and the HTTP app over a `Toolkit`; `log` carries what tools log
 to the client; `forward` passes upstream servers' questions (elicitation, sampling) on to the
 client; `identity` checks callers' OAuth access tokens and says who is calling (`Caller`,
-`current_caller()`), and `metadata` publishes where clients log in (RFC 9728). State shared
+`current_caller()`), `metadata` publishes where clients log in (RFC 9728), and `metrics`
+counts calls and approvals for Prometheus (`GET /metrics`). State shared
 between replicas belongs here too.
 
 The names below are the documented entry points (`toolnexus.serve.http_app`, `uvicorn
@@ -15,6 +16,7 @@ toolnexus.serve:app_from_env --factory`); importing this package does not import
 from __future__ import annotations
 
 from .identity import Caller, Refusal, TokenValidator, current_caller
+from .metrics import METRICS_PATH
 from .server import (
     APPROVAL_TIMEOUT_S,
     HEALTH_PATH,
@@ -31,6 +33,7 @@ __all__ = [
     "APPROVAL_TIMEOUT_S",
     "HEALTH_PATH",
     "MCP_PATH",
+    "METRICS_PATH",
     "Caller",
     "Refusal",
     "ServeOptions",

@@ -37,6 +37,7 @@ import math
 import os
 import secrets
 import sys
+import time
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -56,6 +57,7 @@ from .approvals import (
 )
 from .approvals import approval_secret as approval_secret_from_env
 from .drain import DEFAULT_GRACE, Drain, draining_server
+from .metrics import INSTALL_HINT, METRICS_PATH, Metrics, answer_label, outcome, tool_label
 from .responses import send_json
 
 if TYPE_CHECKING:
@@ -95,6 +97,7 @@ _ENV_HOST = "TOOLNEXUS_SERVE_HOST"
 _ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
 _ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
 _ENV_APPROVAL_TIMEOUT = "TOOLNEXUS_SERVE_APPROVAL_TIMEOUT"
+_ENV_METRICS_PUBLIC = "TOOLNEXUS_SERVE_METRICS_PUBLIC"
 
 _APPROVAL_KEY = "toolnexus/approval"
 """The key of our question in an `InputRequiredResult` and of its answer in the retry."""
@@ -141,6 +144,8 @@ class ServeOptions:
     state: str | None = None
     """The state store's URL (`redis://...`) every worker shares; None: `TOOLNEXUS_STATE_URL`,
     else each process alone."""
+    metrics_public: bool = False
+    """Serve `/metrics` without authentication (for a scraper on a cluster-internal network)."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -310,9 +315,10 @@ def _build_server(
     name: str | None,
     approval_timeout: float = APPROVAL_TIMEOUT_S,
     secret: bytes | None = None,
+    metrics: Metrics | None = None,
 ) -> tuple[Server[Any], Callable[[ReloadEvent], Awaitable[None]]]:
     """The server, and the reload listener it added to `toolkit.on_reload` (for removal when
-    the toolkit outlives the server)."""
+    the toolkit outlives the server); `metrics` counts its calls and approvals."""
     from mcp import types
     from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.models import InitializationOptions
@@ -353,13 +359,23 @@ def _build_server(
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        started = time.perf_counter()
         arguments = params.arguments or {}
         verdict = toolkit.check(params.name, arguments)
+        label = tool_label(toolkit, params.name)
         approver: Approver = _refuse
         if verdict.decision is Decision.ASK:
             gate = await _approval_gate(
-                ctx, name, params=params, arguments=arguments, verdict=verdict, approvals=approvals
+                ctx,
+                name,
+                params=params,
+                arguments=arguments,
+                verdict=verdict,
+                approvals=approvals,
+                metrics=None if metrics is None else _ApprovalCounts(metrics, label),
             )
+            if isinstance(gate, types.CallToolResult) and metrics is not None:
+                metrics.call(label, "denied", time.perf_counter() - started)  # always a refusal
             if isinstance(gate, types.CallToolResult | types.InputRequiredResult):
                 return gate
             approver = gate
@@ -375,6 +391,8 @@ def _build_server(
                 **forwarding(ctx),  # progress and the servers' questions go to this client
             )
         await searches.observe(ctx, result)
+        if metrics is not None:
+            metrics.call(label, outcome(result), time.perf_counter() - started)
         return mcp_result(result)
 
     def input_schema(tool_name: str) -> dict[str, Any] | None:
@@ -478,6 +496,7 @@ async def _approval_gate(
     arguments: Any,
     verdict: Verdict,
     approvals: Approvals,
+    metrics: _ApprovalCounts | None = None,
 ) -> Approver | mcp.types.CallToolResult | mcp.types.InputRequiredResult:
     """How this call's `ask` is answered: an approver for the executor, or the result to send
     instead of running the call (a refusal, or the question as an `InputRequiredResult`)."""
@@ -519,6 +538,8 @@ async def _approval_gate(
     if modern:
         answer = (params.input_responses or {}).get(_APPROVAL_KEY)
         if answer is None:
+            if metrics is not None:
+                metrics.asked()
             return types.InputRequiredResult(
                 input_requests={
                     _APPROVAL_KEY: types.ElicitRequest(
@@ -538,24 +559,47 @@ async def _approval_gate(
                 "the client answered the approval question with something other than an "
                 "elicitation result, so the call was not run"
             )
+        if metrics is not None:
+            metrics.answered(answer.action, answer.content)
         return lambda request: _accepted(answer)
 
     async def elicit(request: ApprovalRequest) -> bool:
         import anyio
 
+        if metrics is not None:
+            metrics.asked()
         try:
             with anyio.fail_after(approvals.ttl):
                 answer = await ctx.session.elicit_form(
                     question, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
                 )
         except TimeoutError:
+            if metrics is not None:
+                metrics.answered("timeout", None)
             raise ToolError(
                 f"nobody answered the approval question within {approvals.ttl:g} s, so the "
                 "call was not run"
             ) from None
+        if metrics is not None:
+            metrics.answered(answer.action, answer.content)
         return _accepted(answer)
 
     return elicit
+
+
+@dataclass
+class _ApprovalCounts:
+    """The approval counters of one call's tool, for `_approval_gate`."""
+
+    metrics: Metrics
+    tool: str
+
+    def asked(self) -> None:
+        self.metrics.asked.labels(self.tool).inc()
+
+    def answered(self, action: str, content: dict[str, Any] | None) -> None:
+        label = "timeout" if action == "timeout" else answer_label(action, content)
+        self.metrics.answered.labels(self.tool, label).inc()
 
 
 def _refused(message: str) -> mcp.types.CallToolResult:
@@ -606,11 +650,13 @@ async def _serve_stdio_manifest(
 
 
 class _BearerAuth:
-    """ASGI middleware: every HTTP request but the health check carries the bearer token."""
+    """ASGI middleware: every HTTP request but the `exempt` paths (the health check, and
+    `/metrics` when made public) carries the bearer token."""
 
-    def __init__(self, app: _ASGIApp, token: str) -> None:
+    def __init__(self, app: _ASGIApp, token: str, exempt: frozenset[str]) -> None:
         self.app = app
         self.token = token.encode()
+        self.exempt = exempt
 
     def _authorized(self, scope: MutableMapping[str, Any]) -> bool:
         given = dict(scope["headers"]).get(b"authorization", b"")
@@ -619,7 +665,11 @@ class _BearerAuth:
         return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] != HEALTH_PATH and not self._authorized(scope):
+        if (
+            scope["type"] == "http"
+            and scope["path"] not in self.exempt
+            and not self._authorized(scope)
+        ):
             await send_json(
                 send,
                 401,
@@ -675,8 +725,10 @@ def http_app(
     drain: Drain | None = None,
     approval_timeout: float = APPROVAL_TIMEOUT_S,
     approval_secret: bytes | None = None,
+    metrics_public: bool = False,
 ) -> Starlette:
-    """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz`.
+    """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz` and
+    the Prometheus metrics at `GET /metrics` (see `toolnexus.serve.metrics`).
 
     Args:
         source: a `Toolkit` (the caller keeps ownership), or a manifest path: the app then
@@ -696,6 +748,9 @@ def http_app(
         approval_timeout: seconds the client's user has to answer an approval question.
         approval_secret: what approvals are signed with; give every worker and replica the
             same one (default: `TOOLNEXUS_APPROVAL_SECRET`, else one for this app alone).
+        metrics_public: serve `/metrics` without authentication, for a Prometheus scraper on
+            a network only it reaches; by default it needs what `/mcp` needs (the counts name
+            the tools and how they are used).
 
     Raises:
         ConfigError: `host` is not a loopback address and no token or auth was given, both a
@@ -709,7 +764,7 @@ def http_app(
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     if auth is None and isinstance(source, str | Path):
@@ -739,7 +794,7 @@ def http_app(
                     Path(source), watch=watch, elicitation=ask, sampling=ask
                 )
                 stack.push_async_callback(toolkit.aclose)
-            server, listener = _build_server(toolkit, None, approval_timeout, secret)
+            server, listener = _build_server(toolkit, None, approval_timeout, secret, metrics)
             stack.callback(toolkit.on_reload.remove, listener)
             manager = StreamableHTTPSessionManager(
                 app=server,
@@ -777,15 +832,28 @@ def http_app(
             body["watch"] = {"state": watch["state"], "missing": len(watch["missing"])}
         return JSONResponse(body)
 
-    routes = [Route(HEALTH_PATH, healthz, methods=["GET"]), Route(MCP_PATH, endpoint)]
-    middleware = [Middleware(_BearerAuth, token=token)] if token else []
+    metrics = Metrics.create()
+
+    async def scrape(request: Request) -> Response:
+        if metrics is None:
+            return JSONResponse({"error": "not installed", "detail": INSTALL_HINT}, 501)
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    routes = [
+        Route(HEALTH_PATH, healthz, methods=["GET"]),
+        Route(METRICS_PATH, scrape, methods=["GET"]),
+        Route(MCP_PATH, endpoint),
+    ]
+    public = frozenset({HEALTH_PATH, METRICS_PATH} if metrics_public else {HEALTH_PATH})
+    middleware = [Middleware(_BearerAuth, token=token, exempt=public)] if token else []
     if validator is not None:
         from .identity import OAuthGate
         from .metadata import metadata_paths, metadata_routes, metadata_url
 
         assert auth is not None
         routes += metadata_routes(auth, MCP_PATH)
-        exempt = metadata_paths(auth, MCP_PATH) | {HEALTH_PATH}
+        exempt = metadata_paths(auth, MCP_PATH) | public
         middleware = [
             Middleware(
                 OAuthGate, validator=validator, metadata_url=metadata_url(auth), exempt=exempt
@@ -800,8 +868,9 @@ def app_from_env() -> Starlette:
     """The app of one uvicorn worker, configured by the environment `serve` sets:
     `TOOLNEXUS_SERVE_MANIFEST`, `TOOLNEXUS_SERVE_TOKEN`, `TOOLNEXUS_SERVE_HOST`,
     `TOOLNEXUS_SERVE_STATELESS` and `TOOLNEXUS_SERVE_WATCH` (`1` for on),
-    `TOOLNEXUS_SERVE_APPROVAL_TIMEOUT` (seconds) and `TOOLNEXUS_APPROVAL_SECRET` (which the
-    worker then removes from its environment, so the tools it runs never inherit it).
+    `TOOLNEXUS_SERVE_APPROVAL_TIMEOUT` (seconds), `TOOLNEXUS_SERVE_METRICS_PUBLIC` (`1`) and
+    `TOOLNEXUS_APPROVAL_SECRET` (which the worker then removes from its environment, so the
+    tools it runs never inherit it).
 
     Use it as `uvicorn toolnexus.serve:app_from_env --factory` when running uvicorn (or
     another ASGI server) yourself; then set `TOOLNEXUS_APPROVAL_SECRET` for every worker, or
@@ -828,6 +897,7 @@ def app_from_env() -> Starlette:
         host=os.environ.get(_ENV_HOST, "127.0.0.1"),
         approval_timeout=timeout,
         approval_secret=_take_secret(),
+        metrics_public=os.environ.get(_ENV_METRICS_PUBLIC) == "1",
     )
 
 
@@ -905,6 +975,7 @@ def serve(options: ServeOptions) -> None:
             drain=drain,
             approval_timeout=options.approval_timeout,
             approval_secret=secret,
+            metrics_public=options.metrics_public,
         )
         # Drained first, so what is left at shutdown are idle event streams: close them soon.
         config = uvicorn.Config(
@@ -920,6 +991,7 @@ def serve(options: ServeOptions) -> None:
             _ENV_STATELESS: "1" if options.stateless else "0",
             _ENV_WATCH: "1" if options.watch else "0",
             _ENV_APPROVAL_TIMEOUT: repr(options.approval_timeout),
+            _ENV_METRICS_PUBLIC: "1" if options.metrics_public else "0",
             # One secret for every worker, so a retry may reach any of them: the operator's,
             # else one made now (the workers take it out of their environment).
             APPROVAL_SECRET_ENV: (secret or secrets.token_urlsafe(32).encode()).decode(),
