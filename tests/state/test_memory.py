@@ -35,3 +35,21 @@ def test_a_bad_duration_names_its_option() -> None:
         rate_limit(3, max_wait="later")
     with pytest.raises(ConfigError, match=r"^ttl: "):
         cache("forever")
+
+
+@pytest.mark.parametrize("now", [1, 12_345_678_901_234, 1_700_000_000_123_456_789])
+@pytest.mark.parametrize(("interval", "burst"), [(3600.0, 1), (1 / 3, 3), (0.1, 7)])
+def test_a_bucket_with_room_grants_at_once_whatever_the_clock_reads(
+    now: int, interval: float, burst: int
+) -> None:
+    # Seen in CI on a machine up 3.5 h: with float seconds, `start + interval - now - burst *
+    # interval` left a rounding crumb above 0, and `max_wait: 0` refused a fresh bucket's first
+    # call. Times are whole nanoseconds now, exact at any clock value.
+    from toolnexus.state.memory import gcra
+
+    step = round(interval * 1e9)
+    tat: dict[str, int] = {}
+    for _ in range(burst):  # the whole burst is granted at once, without waiting
+        assert gcra(tat, "k", now=now, interval=step, burst=burst, max_wait=0) == (True, 0.0)
+    granted, wait = gcra(tat, "k", now=now, interval=step, burst=burst, max_wait=0)
+    assert not granted and wait == pytest.approx(interval)

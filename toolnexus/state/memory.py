@@ -20,8 +20,9 @@ class MemoryState:
     def __init__(self, *, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
         """Values kept at most (least recently used go first): bounds a cache's memory."""
-        self._tat: dict[str, float] = {}
-        """Per bucket: the theoretical arrival time of the next call (GCRA)."""
+        self._tat: dict[str, int] = {}
+        """Per bucket: the theoretical arrival time of the next call (GCRA), in nanoseconds of
+        the monotonic clock: whole numbers, so no rounding can make a bucket with room wait."""
         self._values: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
     @property
@@ -31,10 +32,12 @@ class MemoryState:
     async def reserve(
         self, key: str, *, interval: float, burst: int, max_wait: float | None
     ) -> tuple[bool, float]:
-        now = time.monotonic()
+        now = time.monotonic_ns()
         if len(self._tat) > _PRUNE_AT:  # per-caller keys come and go: forget the idle ones
             self._tat = {k: t for k, t in self._tat.items() if t > now}
-        return gcra(self._tat, key, now=now, interval=interval, burst=burst, max_wait=max_wait)
+        step = round(interval * 1e9)
+        limit = None if max_wait is None else round(max_wait * 1e9)
+        return gcra(self._tat, key, now=now, interval=step, burst=burst, max_wait=limit)
 
     async def get(self, key: str) -> bytes | None:
         hit = self._values.get(key)
@@ -64,21 +67,23 @@ class MemoryState:
 
 
 def gcra(
-    tat: dict[str, float],
+    tat: dict[str, int],
     key: str,
     *,
-    now: float,
-    interval: float,
+    now: int,
+    interval: int,
     burst: int,
-    max_wait: float | None,
+    max_wait: int | None,
 ) -> tuple[bool, float]:
     """One reservation of the generic cell rate algorithm, the same arithmetic as the Redis
     script: a full bucket of `burst` calls, refilled one per `interval`; each call takes the
-    next free slot and learns how long until it comes; nothing is taken when that is more than
-    `max_wait`."""
+    next free slot and learns how long until it comes (in seconds); nothing is taken when that
+    is more than `max_wait`. Times are whole nanoseconds, as the Redis script's are whole
+    microseconds: with fractions, `start + interval - now - ...` around a large clock value left
+    a rounding crumb above 0, and `max_wait: 0` refused a bucket's first call."""
     start = max(tat.get(key, now), now)
-    wait = max(0.0, start + interval - now - burst * interval)
+    wait = max(0, start - now - (burst - 1) * interval)
     if max_wait is not None and wait > max_wait:
-        return False, wait
+        return False, wait / 1e9
     tat[key] = start + interval
-    return True, wait
+    return True, wait / 1e9

@@ -36,7 +36,7 @@ local burst = tonumber(ARGV[2])
 local max_wait = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil or tat < now then tat = now end
-local wait = tat + interval - now - burst * interval
+local wait = (tat - now) - (burst - 1) * interval
 if wait < 0 then wait = 0 end
 if max_wait >= 0 and wait > max_wait then return -1 - math.floor(wait) end
 local new = tat + interval
@@ -119,7 +119,7 @@ class RedisState:
         limit = -1 if max_wait is None else round(max_wait * 1e6)
         try:
             wait: Any = await self._reserve(
-                keys=[self.prefix + key], args=[interval * 1e6, burst, limit]
+                keys=[self.prefix + key], args=[round(interval * 1e6), burst, limit]
             )
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
