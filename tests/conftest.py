@@ -126,3 +126,48 @@ def in_forked_child(action: Callable[[], object]) -> str:
         outcome = pipe.read().decode()
     os.waitpid(pid, 0)
     return outcome
+
+
+class OutputLines:
+    """A child's output read line by line on a thread: a wait for a line is bounded, and the
+    pipe is drained meanwhile, so a chatty child never blocks on a full pipe."""
+
+    def __init__(self, stream: Any) -> None:
+        import queue
+
+        self._stream = stream
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.log: list[str] = []
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        for line in self._stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_for(
+        self, match: Callable[[str], bool], *, what: str, seconds: float, count: int = 1
+    ) -> str:
+        """The `count`-th line `match` accepts; AssertionError naming `what` (with the output so
+        far) when the child ends or `seconds` pass first."""
+        import queue
+
+        deadline = time.monotonic() + seconds
+        seen = 0
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"{what} did not start:\n" + "".join(self.log)) from None
+            if line is None:
+                raise AssertionError(f"{what} exited:\n" + "".join(self.log))
+            self.log.append(line)
+            seen += match(line)
+            if seen >= count:
+                return line
+
+    def close(self) -> None:
+        """Once the child has ended: let the reader finish, then close the stream."""
+        self._reader.join(timeout=15)
+        self._stream.close()

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -32,6 +28,8 @@ from mcp.shared.subscriptions import ToolsListChanged
 import toolnexus
 from toolnexus import ConfigError, acreate_toolkit, create_toolkit
 from toolnexus.serve.server import ServeOptions, app_from_env, build_server, http_app, serve
+
+from .conftest import OutputLines, free_port
 
 REPO = Path(toolnexus.__file__).resolve().parents[1]
 TOKEN = "test-token-0123456789"
@@ -95,12 +93,6 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def answering(action: str, approve: bool = True) -> Any:
     """An elicitation callback that gives one answer and records the questions."""
     questions: list[str] = []
@@ -139,30 +131,10 @@ def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterat
         text=True,
         start_new_session=True,
     )
-    lines: queue.Queue[str | None] = queue.Queue()
     assert process.stderr is not None
-    stderr = process.stderr
-
-    def pump() -> None:
-        for line in stderr:
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    log: list[str] = []
+    output = OutputLines(process.stderr)
     try:
-        deadline = time.monotonic() + STARTUP
-        seen = 0
-        while seen < count:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError("server did not start:\n" + "".join(log)) from None
-            if line is None:
-                raise AssertionError(f"server exited ({process.wait()}):\n" + "".join(log))
-            log.append(line)
-            seen += ready in line
+        output.wait_for(lambda line: ready in line, what="server", seconds=STARTUP, count=count)
         yield process
     finally:
         with contextlib.suppress(ProcessLookupError):  # already exited
@@ -173,8 +145,7 @@ def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterat
             with contextlib.suppress(ProcessLookupError):  # already exited
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=15)
-        reader.join(timeout=15)
-        stderr.close()
+        output.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,17 +17,11 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.test_serve import (
-    STARTUP,
-    TOKEN,
-    WAIT,
-    answering,
-    free_port,
-    serving,
-    write_manifest,
-)
 from toolnexus import acreate_toolkit
 from toolnexus.serve.server import http_app
+
+from .conftest import free_port
+from .test_serve import STARTUP, TOKEN, WAIT, answering, serving, write_manifest
 
 BASE = "http://127.0.0.1:8000"
 

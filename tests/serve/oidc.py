@@ -8,10 +8,8 @@ it are skipped, saying so.
 from __future__ import annotations
 
 import contextlib
-import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,8 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
+
+from ..conftest import OutputLines
 
 FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "oidc"
 STARTUP = 60.0
@@ -66,30 +66,11 @@ def running_provider(port: int, audience: str) -> Iterator[Provider]:
         text=True,
     )
     assert process.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-    output = process.stdout
-
-    def pump() -> None:
-        for line in output:
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    log: list[str] = []
+    output = OutputLines(process.stdout)
     try:
-        while True:
-            try:
-                line = lines.get(timeout=STARTUP)
-            except queue.Empty:
-                raise AssertionError(
-                    "the OpenID provider did not start:\n" + "".join(log)
-                ) from None
-            if line is None:
-                raise AssertionError(f"the OpenID provider exited:\n{''.join(log)}")
-            log.append(line)
-            if line.startswith("ready "):
-                break
+        line = output.wait_for(
+            lambda line: line.startswith("ready "), what="the OpenID provider", seconds=STARTUP
+        )
         yield Provider(issuer=line.split()[1], audience=audience)
     finally:
         process.terminate()
@@ -98,7 +79,6 @@ def running_provider(port: int, audience: str) -> Iterator[Provider]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)
-        reader.join(timeout=15)
         output.close()
 
 
