@@ -54,9 +54,15 @@ def write(folder: Path, text: str, name: str = "tools.yaml") -> Path:
     return path
 
 
-def mcp_json(folder: Path) -> Path:
+def server_script(folder: Path) -> Path:
+    """The MCP server `srv` (tools `echo` and `stamp`) as a script in `folder`."""
     script = folder / "srv.py"
     script.write_text(textwrap.dedent(SERVER).lstrip())
+    return script
+
+
+def mcp_json(folder: Path) -> Path:
+    script = server_script(folder)
     path = folder / ".mcp.json"
     path.write_text(
         json.dumps({"mcpServers": {"srv": {"command": sys.executable, "args": [str(script)]}}})
@@ -258,8 +264,7 @@ def test_mcp_rules_match_a_mcp_json_servers_bare_tool_names(tmp_path: Path, rule
 
 
 def test_mcp_rule_with_a_specifier_and_a_manifest_servers_prefix(tmp_path: Path) -> None:
-    script = tmp_path / "srv.py"
-    script.write_text(textwrap.dedent(SERVER).lstrip())
+    script = server_script(tmp_path)
     path = write(
         tmp_path,
         f"""
@@ -383,8 +388,7 @@ def test_a_rule_for_an_mcp_tool_warns_at_build_and_fails_validate_connect(
 def test_an_mcp_servers_approval_naming_no_argument_fails_validate_connect(
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "srv.py"
-    script.write_text(textwrap.dedent(SERVER).lstrip())
+    script = server_script(tmp_path)
     path = write(
         tmp_path,
         f"""
