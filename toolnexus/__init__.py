@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         ToolContext,
         to_result,
     )
+    from .curation import Curation, curate
     from .errors import (
         ApprovalDenied,
         ConfigError,
@@ -136,6 +137,7 @@ _EXPORTS: dict[str, str] = {
     "AudioPart": "base",
     "Call": "middleware",
     "ConfigError": "errors",
+    "Curation": "curation",
     "Decision": "approval",
     "DuplicateToolError": "errors",
     "Executor": "executor",
@@ -190,6 +192,7 @@ _EXPORTS: dict[str, str] = {
     "compile_rules": "approval",
     "confine_path": "runtime.sandbox",
     "create_toolkit": "toolkit",
+    "curate": "curation",
     "get_adapter": "adapters",
     "is_known_safe_command": "approval",
     "load_manifest": "manifest",
@@ -213,6 +216,7 @@ __all__ = [
     "AudioPart",
     "Call",
     "ConfigError",
+    "Curation",
     "Decision",
     "DuplicateToolError",
     "ElicitationHandler",
@@ -267,6 +271,7 @@ __all__ = [
     "compile_rules",
     "confine_path",
     "create_toolkit",
+    "curate",
     "get_adapter",
     "is_known_safe_command",
     "load_manifest",

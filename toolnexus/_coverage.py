@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._suggest import did_you_mean
 from .approval.names import CLAUDE_CODE_TOOLS, MCP_PREFIX
+from .curation import rules_view
 from .errors import ConfigError, ManifestIssue
 
 if TYPE_CHECKING:
@@ -87,7 +88,8 @@ def check_coverage(
     unnamed = any(name is None for _, name in issues.skipped)
     if rules is not None:
         declared = _server_names(servers)
-        known = [*_with_aliases(tools), *_stand_ins(issues)]
+        # Rules read a curated tool's arguments under their upstream names.
+        known = [*_with_aliases([rules_view(t) for t in tools]), *_stand_ins(issues)]
         for problem in rules.rules.unmatched(known):
             decl = rules.sites[problem.field]
             missing = _undeclared_server(decl.text, declared)
@@ -221,7 +223,7 @@ def _server_arguments(server: ServerDecl, tools: Sequence[Tool]) -> list[Manifes
         return []
     properties: set[str] = set()
     for t in own:
-        properties.update(t.parameters.get("properties") or {})
+        properties.update(rules_view(t).parameters.get("properties") or {})
     out: list[ManifestIssue] = []
     for index, rule in enumerate(approval.get("rules") or ()):
         when = rule.get("when") if isinstance(rule, Mapping) else None

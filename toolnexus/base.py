@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .approval import ApprovalPolicy, Approver
+    from .curation import Curation
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
     from .middleware import Middleware
     from .runtime.sandbox import SandboxPolicy
@@ -349,9 +350,13 @@ class Tool:
     """Where the tool was declared (`tools.yaml:12`, `mcp:time`, `module:attr`), for messages."""
     meta: Mapping[str, Any] = field(default_factory=_empty_metadata, compare=False)
     """Source-specific facts (the MCP server name, the HTTP method...), for listings."""
+    curation: Curation | None = field(default=None, compare=False)
+    """Set by `toolnexus.curate`: `parameters` is then the curated schema, and this maps a
+    call's arguments back to the upstream ones (the executor applies it before approval)."""
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> Result:
-        """Run the tool directly, without validation, approval or middleware.
+        """Run the tool directly, without validation, approval or middleware (nor curation:
+        `arguments` go to the handler as given, under the upstream names).
 
         Use `Toolkit.aexecute` in an agent: it adds all three and never raises.
         """

@@ -29,6 +29,7 @@ from .approval import (
     combine_verdicts,
 )
 from .base import Result, Tool, ToolCall, ToolContext, to_result
+from .curation import rules_view
 from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
 from .middleware import Call, Middleware, Next
 from .registry import Registry
@@ -77,7 +78,8 @@ class Executor:
         """Where rate limits and cached results live (`ToolContext.store`)."""
         # Per tool: (tool, validator, composed chain). Keyed by name, checked by identity so a
         # replaced tool gets a fresh entry.
-        self._prepared: dict[str, tuple[Tool, Validator, Next]] = {}
+        # The last item is the tool as rules see it (its upstream schema, when curated).
+        self._prepared: dict[str, tuple[Tool, Validator, Next, Tool]] = {}
         self._ids = itertools.count(1)
         self._id_prefix = f"call_{os.getpid():x}_{id(self) & 0xFFFF:x}_"
         self._tool_logger = logging.getLogger("toolnexus.tool")
@@ -200,23 +202,30 @@ class Executor:
             ToolNotFound: unknown name.
             InvalidArguments: undecodable arguments, or every schema violation.
         """
-        tool, validator, chain = self._prepare(name)
+        tool, validator, chain, upstream = self._prepare(name)
         args = decode_arguments(arguments)
+        curation = tool.curation
+        if curation is not None and (refused := curation.refusals(args)):
+            raise InvalidArguments(_invalid_message(tool, refused), refused)
         if None in args.values():
             args = validator.drop_null_optionals(args)
         problems = validator.errors(args)
         if problems:
             raise InvalidArguments(_invalid_message(tool, problems), problems)
+        if curation is not None:
+            # From here on the call is the upstream tool's: rules, the approver, middleware and
+            # the handler see the final arguments, under the names the tool itself knows.
+            return upstream, curation.upstream(args), chain
         return tool, args, chain
 
-    def _prepare(self, name: str) -> tuple[Tool, Validator, Next]:
+    def _prepare(self, name: str) -> tuple[Tool, Validator, Next, Tool]:
         tool = self.registry.get(name)
         if tool is None:
             raise ToolNotFound(self.registry.not_found_message(name))
         prepared = self._prepared.get(name)
         if prepared is None or prepared[0] is not tool:
             chain = _compose((*self.middleware, *tool.middleware), _run_inner)
-            prepared = (tool, compile_validator(tool.parameters), chain)
+            prepared = (tool, compile_validator(tool.parameters), chain, rules_view(tool))
             self._prepared[name] = prepared
         return prepared
 
