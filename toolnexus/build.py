@@ -450,8 +450,24 @@ def _build_tool(
         issues.skipped.append((decl, decl.name))
         return []
 
+    own_arguments = spec.get("arguments")
+    if own_arguments and decl.kind == "python" and len(built) > 1:
+        issues.add(
+            decl,
+            ConfigError(
+                f"this entry makes {len(built)} tools, and `arguments` curates one tool's "
+                "arguments; curate each tool in an include's `override` instead",
+                field="arguments",
+            ),
+        )
+        issues.skipped += [(decl, t.name) for t in built]
+        return []
+    many = decl.kind == "openapi"
+    if many and own_arguments:
+        _check_globs(own_arguments, built, decl, issues)
     result: list[Tool] = []
     for t in built:
+        source_names = _source_names(t)
         overrides = decl.overrides
         if decl.name is None:
             named = _through_includes(t, decl.include_chain, issues.names)
@@ -481,8 +497,110 @@ def _build_tool(
             issues.add(decl, exc)
             issues.skipped.append((decl, t.name))
             continue
-        result.append(t)
+        curated = _curated(
+            t,
+            source_names=source_names,
+            decl=decl,
+            own=own_arguments,
+            overrides=overrides,
+            issues=issues,
+            many=many,
+        )
+        if curated is None:
+            issues.skipped.append((decl, t.name))
+            continue
+        result.append(curated)
     return result
+
+
+def _source_names(t: Tool) -> tuple[str, ...]:
+    """The names a source's `arguments:` globs match: the tool's name as the source made it
+    (with the entry's prefix), and its own name at the source (MCP name, operationId)."""
+    extra = (t.meta.get("mcp_name"), t.meta.get("operation_id"))
+    return (t.name, *(n for n in extra if isinstance(n, str)))
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _check_globs(
+    arguments: Mapping[str, Any], built: Sequence[Tool], decl: Any, issues: Issues
+) -> None:
+    """Each tool name or glob of a source's `arguments:` must name one of its tools."""
+    import fnmatch
+
+    from ._suggest import did_you_mean
+
+    names = [n for t in built for n in _source_names(t)]
+    for glob in arguments:
+        if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+            issues.add(
+                decl,
+                ConfigError(
+                    f"{glob!r} names none of this entry's tools{did_you_mean(glob, names)}",
+                    field=f"arguments[{glob!r}]",
+                ),
+            )
+
+
+def _curated(
+    t: Tool,
+    *,
+    source_names: Sequence[str],
+    decl: Any,
+    own: Mapping[str, Any] | None,
+    overrides: Sequence[Any],
+    issues: Issues,
+    many: bool,
+) -> Tool | None:
+    """`t` with its entry's curated arguments, then each include override's (innermost
+    first, each narrowing what the one before published); None when one is refused (recorded
+    in `issues`): published uncurated, the tool would let the model set what was fixed.
+
+    A tool name that is a glob (`list_*`, an override's glob) curates the arguments each tool
+    it matches has; a plain name, like a tool's own entry, must name arguments the tool has.
+    """
+    import fnmatch
+
+    from .curation import curate
+
+    if own and many:
+        for glob, arguments in own.items():
+            if not any(fnmatch.fnmatchcase(n, glob) for n in source_names):
+                continue
+            try:
+                t = curate(t, _for_tool(t, arguments, strict=not _is_glob(glob)))
+            except ConfigError as exc:
+                issues.add(decl, ConfigError(exc.message, field=f"arguments[{glob!r}].{exc.field}"))
+                return None
+    elif own:
+        try:
+            t = curate(t, own)
+        except ConfigError as exc:
+            issues.add(decl, ConfigError(exc.message, field=f"arguments.{exc.field}"))
+            return None
+    for override in overrides:
+        if not override.arguments:
+            continue
+        try:
+            t = curate(t, _for_tool(t, override.arguments, strict=not _is_glob(override.glob)))
+        except ConfigError as exc:
+            message = exc.message
+            if exc.field.partition(".")[0] not in t.parameters.get("properties", {}):
+                message += " (an override curates what the included manifest publishes)"
+            issues.add(override, ConfigError(message, field=f"arguments.{exc.field}"))
+            return None
+    return t
+
+
+def _for_tool(t: Tool, arguments: Mapping[str, Any], *, strict: bool) -> Mapping[str, Any]:
+    """`arguments` as they apply to `t`: all of them for a tool named exactly, those it has
+    for the tools of a glob."""
+    if strict:
+        return arguments
+    properties = t.parameters.get("properties") or {}
+    return {name: spec for name, spec in arguments.items() if name in properties}
 
 
 def _through_includes(
@@ -626,7 +744,9 @@ async def _build_servers(
 def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = None) -> list[Tool]:
     """A server's tools with the manifest's approval, middleware and include chain applied."""
     out: list[Tool] = []
+    problems = issues if issues is not None else Issues()
     for t in server.tools():
+        source_names = _source_names(t)
         named = _through_includes(t, decl.include_chain, issues.names if issues else None)
         if named is None:
             continue
@@ -652,7 +772,23 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
             if issues is not None:
                 issues.add(decl, exc)
             continue
-        out.append(t)
+        own = decl.spec.get("arguments")
+        curated = _curated(
+            t,
+            source_names=source_names,
+            decl=decl,
+            own=own,
+            overrides=overrides,
+            issues=problems,
+            many=True,
+        )
+        if curated is None:
+            if issues is None:  # a tool announced later (list_changed): left out, and said why
+                logger.error(
+                    "MCP server %r: tool %r left out: %s", decl.name, t.name, problems.items[-1]
+                )
+            continue
+        out.append(curated)
     return out
 
 

@@ -608,6 +608,7 @@ class _Loader:
                 glob=glob,
                 approval=value.get("approval"),
                 sandbox=value.get("sandbox"),
+                arguments=value.get("arguments"),
                 where=ctx.loc((*path, "override", glob)),
                 path=(*path, "override", glob),
                 positions=ctx.positions,
@@ -827,6 +828,9 @@ def _model_reads(path: NodePath) -> str | None:
         return _TOOL_TEXT[path[2]]
     if len(path) == 3 and path[2] == "prefix" and path[0] in ("include", "mcp_servers", "tools"):
         return "a prefix of tool names"
+    if "arguments" in path and "value" not in path[path.index("arguments") :]:
+        # A fixed `value` is sent to the tool only; the rest is the published schema.
+        return "a curated argument (its name, default and constraints are in the tool's schema)"
     if len(path) >= 4 and path[-1] == "reason" and path[-4:-2] == ("approval", "rules"):
         return "an approval rule's reason (refusals quote it to the model)"
     return None

@@ -139,7 +139,8 @@ class PermissionDecl(_Located):
 
 @dataclass(frozen=True, kw_only=True)
 class OverrideDecl(_Located):
-    """`override: {glob: {approval, sandbox}}` of an include: settings meant to be stricter.
+    """`override: {glob: {approval, sandbox, arguments}}` of an include: settings meant to be
+    stricter.
 
     Recorded as written; the toolkit builder checks that each one only tightens.
     """
@@ -147,6 +148,9 @@ class OverrideDecl(_Located):
     glob: str
     approval: Any = None
     sandbox: Mapping[str, Any] | None = None
+    arguments: Mapping[str, Any] | None = None
+    """Curated arguments (`toolnexus.curation`), applied over what the included manifest
+    publishes: they may narrow it further, never widen it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,9 +258,7 @@ class ServeAuth:
             where = "auth.introspection.url" if name == "introspection_url" else f"auth.{name}"
             parts = urlsplit(value)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ConfigError(
-                    f"expected an absolute http(s) URL, got {value!r}", field=where
-                )
+                raise ConfigError(f"expected an absolute http(s) URL, got {value!r}", field=where)
             if parts.fragment or (name != "audience" and parts.query):
                 raise ConfigError(
                     f"expected a URL without {'a fragment' if parts.fragment else 'a query'}, "

@@ -53,7 +53,8 @@ def open_servers(
                 entry = {**entry, "timeout": decl.defaults.timeout}  # per call, like other tools
             if "max_output" not in entry and decl.defaults.max_output is not None:
                 entry = {**entry, "max_output": decl.defaults.max_output}
-            entry = {k: v for k, v in entry.items() if k != "defer"}  # the toolkit's, not MCP's
+            # The toolkit's, not MCP's: a change of curation alone keeps the session.
+            entry = {k: v for k, v in entry.items() if k not in ("defer", "arguments")}
             spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
             stdio = "command" in decl.spec
             sandbox = effective_sandbox(
