@@ -44,7 +44,7 @@ TITLES = {
     "sandbox": "Sandbox (`sandbox:`)",
     "middleware": "Middleware (`middleware:`)",
     "arguments": "Curated arguments (`arguments:` of a tool, an include's `override`)",
-    "tool_arguments": "Curated arguments of a source's tools (`arguments:` of an MCP server or OpenAPI entry)",
+    "tool_arguments": "Curated arguments of a source's tools (`arguments:` of a server, OpenAPI)",
     "argument": "One curated argument",
     "duration": "Duration",
     "size": "Size",

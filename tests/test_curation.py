@@ -147,6 +147,21 @@ def test_rules_see_the_final_arguments_under_the_upstream_names(tmp_path: Path) 
         assert fine.content.startswith("acme/web")
 
 
+def test_a_rule_naming_the_curated_name_is_told_which_name_rules_read(tmp_path: Path) -> None:
+    path = python_manifest(
+        tmp_path,
+        extra="arguments: {repo: {rename: repository}}",
+        approval="""
+        approval:
+          rules:
+            - {decision: deny, when: {repository: secret}}
+        """,
+    )
+    text = load_error(path)
+    assert "tools[0].approval.rules[0].when.repository" in text
+    assert "'repository' is the curated name of 'repo': write 'repo'" in text
+
+
 def test_a_permission_on_a_hidden_argument_still_holds(tmp_path: Path) -> None:
     """`owner` is hidden behind a fixed value: the toolkit-wide deny on it still applies to
     every call, since rules read the final arguments and the tool's upstream schema."""
@@ -311,6 +326,7 @@ def test_a_shell_tool(tmp_path: Path) -> None:
             arguments:
               greeting: {value: hello}
               name: {rename: who, maxLength: 8, pattern: "^[a-z]+$"}
+            sandbox: {filesystem: read-only, network: false}
         """,
     )
     with create_toolkit(path) as toolkit:
@@ -426,7 +442,8 @@ def test_an_openapi_glob_that_names_no_tool_is_an_error(tmp_path: Path) -> None:
         """,
     )
     text = load_error(path)
-    assert "tools.yaml:6:" in text and "tools[0].arguments.listIssue:" in text and "did you mean 'listIssues'?" in text
+    assert "tools.yaml:6:" in text and "tools[0].arguments.listIssue:" in text
+    assert "did you mean 'listIssues'?" in text
 
 
 # -- includes --------------------------------------------------------------------------------
@@ -460,13 +477,12 @@ def team_and_consumer(folder: Path, override: str) -> Path:
 
 
 def test_an_override_narrows_what_the_included_manifest_published(tmp_path: Path) -> None:
-    path = team_and_consumer(
-        tmp_path, "{repo: {value: web}, per_page: {maximum: 10, default: 10}}"
-    )
+    path = team_and_consumer(tmp_path, "{repo: {value: web}, per_page: {maximum: 10, default: 10}}")
     with create_toolkit(path) as toolkit:
         t = toolkit.get("t_list_issues")
         assert t is not None and list(t.parameters["properties"]) == ["state", "per_page", "label"]
-        assert toolkit.execute("t_list_issues", {}).content.startswith("acme/web state=open per_page=10")
+        done = toolkit.execute("t_list_issues", {})
+        assert done.content.startswith("acme/web state=open per_page=10")
         assert toolkit.execute("t_list_issues", {"per_page": 11}).is_error
 
 

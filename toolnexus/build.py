@@ -494,7 +494,7 @@ def _build_tool(
                 issues=issues,
             )
         except ConfigError as exc:
-            issues.add(decl, exc)
+            issues.add(decl, _renamed_in_rule(exc, own_arguments if not many else None))
             issues.skipped.append((decl, t.name))
             continue
         curated = _curated(
@@ -511,6 +511,28 @@ def _build_tool(
             continue
         result.append(curated)
     return result
+
+
+def _renamed_in_rule(exc: ConfigError, arguments: Mapping[str, Any] | None) -> ConfigError:
+    """A rule naming an argument by its curated name: say which name rules read."""
+    name = exc.field.rpartition(".")[2]
+    if not arguments or ".when." not in f".{exc.field}":
+        return exc
+    old = next(
+        (
+            a
+            for a, spec in arguments.items()
+            if isinstance(spec, Mapping) and spec.get("rename") == name
+        ),
+        None,
+    )
+    if old is None:
+        return exc
+    return ConfigError(
+        f"{exc.message}; rules read the tool's own argument names, and {name!r} is the curated "
+        f"name of {old!r}: write {old!r}",
+        field=exc.field,
+    )
 
 
 def _source_names(t: Tool) -> tuple[str, ...]:
