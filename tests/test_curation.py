@@ -446,6 +446,23 @@ def test_an_openapi_glob_that_names_no_tool_is_an_error(tmp_path: Path) -> None:
     assert "did you mean 'listIssues'?" in text
 
 
+def test_a_glob_curating_an_argument_no_tool_has_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "issues.yaml").write_text(OPENAPI)
+    path = manifest(
+        tmp_path,
+        """
+        tools:
+          - openapi: issues.yaml
+            base_url: http://127.0.0.1:9
+            arguments:
+              "list*": {ownr: {value: acme}}
+        """,
+    )
+    text = load_error(path)
+    assert "tools[0].arguments['list*'].ownr" in text
+    assert "no tool 'list*' names has an argument 'ownr'; did you mean 'owner'?" in text
+
+
 # -- includes --------------------------------------------------------------------------------
 
 TEAM = """
@@ -553,6 +570,13 @@ def mcp_manifest(folder: Path) -> Path:
                 per_page: {{default: 10, maximum: 20}}
         """,
     )
+
+
+def test_an_mcp_servers_misspelt_curation_fails_the_build(tmp_path: Path) -> None:
+    path = mcp_manifest(tmp_path)
+    path.write_text(path.read_text().replace("{owner: {value: acme}}", "{ownr: {value: acme}}"))
+    text = load_error(path)
+    assert "mcp_servers.gh.arguments['*'].ownr" in text and "did you mean 'owner'?" in text
 
 
 def test_an_mcp_server_and_the_tools_it_adds_later(tmp_path: Path) -> None:

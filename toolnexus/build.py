@@ -549,21 +549,30 @@ def _is_glob(pattern: str) -> bool:
 def _check_globs(
     arguments: Mapping[str, Any], built: Sequence[Tool], decl: Any, issues: Issues
 ) -> None:
-    """Each tool name or glob of a source's `arguments:` must name one of its tools."""
+    """Each tool name or glob of a source's `arguments:` must name one of its tools, and each
+    argument it curates must be one that some tool it names has (a glob skips the tools
+    without it, so a misspelt argument would otherwise curate nothing, silently)."""
     import fnmatch
 
     from ._suggest import did_you_mean
 
     names = [n for t in built for n in _source_names(t)]
-    for glob in arguments:
-        if not any(fnmatch.fnmatchcase(n, glob) for n in names):
-            issues.add(
-                decl,
-                ConfigError(
-                    f"{glob!r} names none of this entry's tools{did_you_mean(glob, names)}",
-                    field=f"arguments[{glob!r}]",
-                ),
-            )
+    for glob, curated in arguments.items():
+        matched = [t for t in built if any(fnmatch.fnmatchcase(n, glob) for n in _source_names(t))]
+        if not matched:
+            problem = f"{glob!r} names none of this entry's tools{did_you_mean(glob, names)}"
+            issues.add(decl, ConfigError(problem, field=f"arguments[{glob!r}]"))
+            continue
+        if not _is_glob(glob) or not isinstance(curated, Mapping):
+            continue  # a tool named exactly: `curate` reports its unknown arguments
+        have = sorted({p for t in matched for p in t.parameters.get("properties") or {}})
+        for name in curated:
+            if name not in have:
+                problem = (
+                    f"no tool {glob!r} names has an argument {name!r}{did_you_mean(name, have)} "
+                    f"(their arguments: {', '.join(have) or 'none'})"
+                )
+                issues.add(decl, ConfigError(problem, field=f"arguments[{glob!r}].{name}"))
 
 
 def _curated(
@@ -767,6 +776,12 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
     """A server's tools with the manifest's approval, middleware and include chain applied."""
     out: list[Tool] = []
     problems = issues if issues is not None else Issues()
+    own = decl.spec.get("arguments")
+    if own and issues is not None and server.tools():
+        # Checked against the tools listed at start: a misspelt name would leave an argument
+        # the manifest meant to fix open to the model. Tools listed later are curated as they
+        # come (a glob curates those that have the argument).
+        _check_globs(own, server.tools(), decl, issues)
     for t in server.tools():
         source_names = _source_names(t)
         named = _through_includes(t, decl.include_chain, issues.names if issues else None)
@@ -794,7 +809,6 @@ def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = No
             if issues is not None:
                 issues.add(decl, exc)
             continue
-        own = decl.spec.get("arguments")
         curated = _curated(
             t,
             source_names=source_names,
