@@ -519,6 +519,18 @@ def test_an_override_may_not_widen_nor_unhide(
     assert f"arguments.{field}" in text and message in text
 
 
+def test_an_override_glob_curating_an_argument_no_tool_has_is_an_error(tmp_path: Path) -> None:
+    path = team_and_consumer(tmp_path, "{}")
+    path.write_text(
+        path.read_text().replace(
+            "list_issues: {arguments: {}}", '"list_*": {arguments: {per_pag: {maximum: 5}}}'
+        )
+    )
+    text = load_error(path)
+    assert "app.yaml:6:" in text and "override['list_*'].arguments.per_pag" in text
+    assert "did you mean 'per_page'?" in text
+
+
 # -- MCP and serve ---------------------------------------------------------------------------
 
 MCP_SERVER = '''

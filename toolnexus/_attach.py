@@ -53,6 +53,9 @@ class Issues:
         self.skipped: list[tuple[Any, str | None]] = []
         """(declaration, tool name or None when unknown) of each tool left out for a problem
         already reported: a rule naming it is not a second mistake."""
+        self.curated: dict[Any, set[str]] = {}
+        """Per include override with `arguments` (by where it is written), the arguments of
+        the tools its glob met: an argument none of them has is a mistake the builder reports."""
 
     def add(self, decl: Any, error: ConfigError, *, kind: str = "schema") -> None:
         from .manifest import issue_at

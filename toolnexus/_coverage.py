@@ -109,6 +109,7 @@ def check_coverage(
         names = set(issues.names.get(include.where, ()))
         names |= {n for d, n in issues.skipped if n and _through(include, d)}
         found = _include_problems(include, names)
+        found += _override_arguments(include, issues.curated)
         if _serves(include, servers):
             pending += [dataclasses.replace(i, message=i.message + _PENDING) for i in found]
         else:
@@ -204,6 +205,29 @@ def _include_problems(include: IncludeDecl, names: set[str]) -> list[ManifestIss
                 f"{did_you_mean(override.glob, shown)}"
             )
             out.append(issue_at(override, error))
+    return out
+
+
+def _override_arguments(
+    include: IncludeDecl, curated: Mapping[Any, set[str]]
+) -> list[ManifestIssue]:
+    """One issue per argument an override's glob curates that none of its tools has (a tool
+    named exactly reports its own, when it is curated)."""
+    from .manifest import issue_at
+
+    out: list[ManifestIssue] = []
+    for override in include.overrides:
+        met = curated.get(override.where)
+        if not override.arguments or met is None or not any(c in override.glob for c in "*?["):
+            continue
+        for name in override.arguments:
+            if name not in met:
+                error = ConfigError(
+                    f"no tool {override.glob!r} matches has an argument {name!r}"
+                    f"{did_you_mean(name, met)} (their arguments: {', '.join(sorted(met))})",
+                    field=f"arguments.{name}",
+                )
+                out.append(issue_at(override, error))
     return out
 
 

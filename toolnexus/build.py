@@ -614,6 +614,8 @@ def _curated(
     for override in overrides:
         if not override.arguments:
             continue
+        met = issues.curated.setdefault(override.where, set())
+        met.update(t.parameters.get("properties") or {})
         try:
             t = curate(t, _for_tool(t, override.arguments, strict=not _is_glob(override.glob)))
         except ConfigError as exc:
