@@ -5,6 +5,7 @@ what `serve` publishes. Rules see the final arguments under the upstream names."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import pytest
 
-from toolnexus import ConfigError, create_toolkit, curate, get_adapter, tool
+from toolnexus import ConfigError, Executor, Registry, create_toolkit, curate, get_adapter, tool
 from toolnexus.cli import main
 from toolnexus.errors import ManifestError
 
@@ -227,6 +228,37 @@ def test_curating_twice_narrows_what_the_first_published() -> None:
     with pytest.raises(ConfigError) as gone:
         curate(curate(search, {"scope": {"value": "all"}}), {"scope": {"enum": ["all"]}})
     assert gone.value.field == "scope" and "no argument 'scope'" in gone.value.message
+
+
+def test_a_hidden_optional_argument_is_left_out_and_refused() -> None:
+    curated = curate(search, {"scope": {"hide": True}})
+    assert list(curated.parameters["properties"]) == ["query", "limit"]
+    assert curated.curation is not None
+    assert curated.curation.upstream({"query": "x"}) == {"query": "x"}  # the tool's default
+    assert curated.curation.refusals({"query": "x", "scope": "docs"}) == [
+        ("$.scope", "argument 'scope' is not offered by the toolkit; leave it out")
+    ]
+
+
+@tool
+def find(name: str) -> str:
+    """Find by name.
+
+    Args:
+        name: Lower-case letters.
+    """
+    return name
+
+
+def test_a_pattern_holds_beside_the_tools_own() -> None:
+    own = curate(find, {"name": {"pattern": "^[a-z]+$"}})
+    both = curate(own, {"name": {"pattern": "^ab"}})
+    prop = both.parameters["properties"]["name"]
+    assert prop["pattern"] == "^ab" and prop["allOf"] == [{"pattern": "^[a-z]+$"}]
+    executor = Executor(Registry([both]))
+    assert asyncio.run(executor.execute("find", {"name": "abc"})).content == "abc"
+    assert asyncio.run(executor.execute("find", {"name": "ab1"})).is_error  # the tool's own
+    assert asyncio.run(executor.execute("find", {"name": "cab"})).is_error  # the curated one
 
 
 @pytest.mark.parametrize(
