@@ -20,7 +20,16 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import pytest
 
-from toolnexus import ConfigError, Executor, Registry, create_toolkit, curate, get_adapter, tool
+from toolnexus import (
+    ConfigError,
+    Executor,
+    Registry,
+    create_toolkit,
+    curate,
+    get_adapter,
+    load_manifest,
+    tool,
+)
 from toolnexus.cli import main
 from toolnexus.errors import ManifestError
 
@@ -330,6 +339,12 @@ def test_curated_names_reach_the_model_so_env_values_are_refused(tmp_path: Path)
     path = python_manifest(tmp_path, extra="arguments: {repo: {rename: '${NAME}'}}")
     text = load_error(path)
     assert "a curated argument" in text
+
+
+def test_only_curation_fields_count_as_model_text(tmp_path: Path) -> None:
+    """An environment variable that happens to be called `arguments` is not a curation."""
+    path = manifest(tmp_path, "mcp_servers:\n  s: {command: echo, env: {arguments: '${X}'}}\n")
+    assert load_manifest(path, env={"X": "secret-value"}).mcp_servers[0].name == "s"
 
 
 def test_a_fixed_value_may_come_from_the_environment(tmp_path: Path) -> None:

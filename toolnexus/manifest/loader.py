@@ -828,7 +828,8 @@ def _model_reads(path: NodePath) -> str | None:
         return _TOOL_TEXT[path[2]]
     if len(path) == 3 and path[2] == "prefix" and path[0] in ("include", "mcp_servers", "tools"):
         return "a prefix of tool names"
-    if "arguments" in path and "value" not in path[path.index("arguments") :]:
+    at = 4 if path[:1] == ("include",) else 2  # tools[i].arguments, include[i].override.G.arguments
+    if len(path) > at and path[at] == "arguments" and "value" not in path[at + 1 :]:
         # A fixed `value` is sent to the tool only; the rest is the published schema.
         return "a curated argument (its name, default and constraints are in the tool's schema)"
     if len(path) >= 4 and path[-1] == "reason" and path[-4:-2] == ("approval", "rules"):
