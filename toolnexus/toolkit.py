@@ -44,6 +44,7 @@ logger = logging.getLogger("toolnexus.reload")
 
 __all__ = ["Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
 
+
 class ToolkitState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
@@ -133,7 +134,9 @@ class Toolkit:
     def get(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
         gen = self._current()
-        return None if name in gen.hidden else gen.registry.get(name)
+        if name in gen.hidden or gen.invisible(name) is not None:
+            return None
+        return gen.registry.get(name)
 
     def names(self) -> list[str]:
         return [t.name for t in self.tools()]
@@ -434,9 +437,7 @@ class Toolkit:
                     trigger=tuple(trigger),
                 )
                 # Our own errors explain themselves; anything else is a bug worth its traceback.
-                logger.error(
-                    "%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError)
-                )
+                logger.error("%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError))
             else:
                 added, removed, changed = diff_tools(current.tools(), new.tools())
                 await self._install(new)

@@ -34,16 +34,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextvars
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base import Caller, acting_as, current_caller
 from ..manifest.model import ServeAuth
 from .responses import send_json
 
@@ -84,33 +84,6 @@ _JWT_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})
 
 
 @dataclass(frozen=True, kw_only=True)
-class Caller:
-    """Who a validated access token stands for.
-
-    Made from the token's claims (a JWT) or the introspection answer (an opaque token); claims
-    the issuer did not send are empty, never guessed.
-    """
-
-    subject: str | None
-    """`sub`: the user (or, for a client-credentials token, often the client); unique per
-    issuer."""
-    issuer: str
-    """`iss`: the authorization server that issued the token."""
-    client_id: str | None = None
-    """The OAuth client the token was issued to (`client_id`, else `azp`)."""
-    scopes: frozenset[str] = frozenset()
-    """`scope` (space-separated) or `scp` (a list)."""
-    groups: tuple[str, ...] = ()
-    """The claim `groups_claim` names (default `groups`)."""
-    roles: tuple[str, ...] = ()
-    """The claim `roles_claim` names (default `roles`)."""
-    expires_at: float | None = None
-    """`exp`, seconds since the epoch."""
-    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
-    """Every claim, read-only (the JWT's payload or the introspection answer)."""
-
-
-@dataclass(frozen=True, kw_only=True)
 class Refusal:
     """A token that was not accepted: what the client is told, and why (for the log only)."""
 
@@ -123,17 +96,6 @@ class Refusal:
     """Exactly why, for the server's operator; never sent to the client."""
     scope: str = ""
     """insufficient_scope: the scopes needed, space-separated."""
-
-
-_current: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
-    "toolnexus_serve_caller", default=None
-)
-
-
-def current_caller() -> Caller | None:
-    """The caller whose request is being handled, or None (stdio, a static `--token`, no
-    authentication, or outside a request)."""
-    return _current.get()
 
 
 # --- keys --------------------------------------------------------------------------------------
@@ -763,8 +725,5 @@ async def bind_caller(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> A
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     caller = scope.get(_CALLER_KEY) if isinstance(scope, Mapping) else None
-    reset = _current.set(caller)
-    try:
+    with acting_as(caller):
         return await call_next(ctx)
-    finally:
-        _current.reset(reset)
