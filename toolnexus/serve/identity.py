@@ -54,6 +54,7 @@ __all__ = [
     "CLOCK_SKEW_S",
     "JWKS_MAX_AGE_S",
     "JWKS_REFETCH_FLOOR_S",
+    "TOKEN_CALLER",
     "Caller",
     "Refusal",
     "TokenValidator",
@@ -598,6 +599,16 @@ _ASGIApp = Callable[
 _CALLER_KEY = "toolnexus.caller"
 """Where the gate leaves the `Caller` in the ASGI scope (the MCP handlers read it from there)."""
 
+TOKEN_CALLER = Caller(subject="token", issuer="")
+"""The caller of every request a static `--token` admits: one person, known by no claim. So
+`access:` entries apply to it as to anyone (a tool an entry names is hidden unless an entry
+admits `subjects: [token]`), rather than a static token seeing what no OAuth caller may."""
+
+
+def remember_caller(scope: MutableMapping[str, Any], caller: Caller) -> None:
+    """Leave `caller` in an ASGI request's scope, for `bind_caller`."""
+    scope[_CALLER_KEY] = caller
+
 
 class OAuthGate:
     """ASGI middleware: every HTTP request but `exempt` paths carries a token `validator`
@@ -646,7 +657,7 @@ class OAuthGate:
         # opened by one caller is unknown to every other.
         scope["user"] = user
         scope["auth"] = AuthCredentials(sorted(verdict.scopes))
-        scope[_CALLER_KEY] = verdict
+        remember_caller(scope, verdict)
         reset = auth_context_var.set(user)
         try:
             await self.app(scope, receive, send)
