@@ -30,7 +30,7 @@ from ._attach import (
     manifest_permissions,
 )
 from ._coverage import check_coverage
-from .base import Tool
+from .base import Tool, current_caller
 from .errors import (
     ConfigError,
     ManifestError,
@@ -48,6 +48,7 @@ from .search.plan import apply_search, mark, own_defer, settings_from
 if TYPE_CHECKING:
     import httpx
 
+    from .approval import AccessRules
     from .manifest import Manifest, ServerDecl, ToolDecl
     from .mcp.callbacks import McpHandlers
     from .mcp.server import McpServer
@@ -147,7 +148,8 @@ async def build_generation(
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
             permissions = AliasAware(permissions)
         search = _search_settings(options, manifest)
-        tools = _with_search(tools, search, permissions, manifest)
+        access = local.access.rules if local.access is not None else None
+        tools = _with_search(tools, search, permissions, manifest, access)
         registry = _registry(tools, manifest)
         executor = Executor(
             registry,
@@ -587,18 +589,28 @@ def _with_search(
     settings: ToolSearchSettings | None,
     permissions: Any,
     manifest: Manifest | None,
+    access: AccessRules | None = None,
 ) -> list[Tool]:
     """`tools` with deferral applied and `tool_search` added (see `toolnexus.search.plan`)."""
     from .manifest import issue_at
 
     hidden = {t.name for t in tools if is_hidden(permissions, t)}
     try:
-        return apply_search(tools, settings, hidden=hidden)
+        return apply_search(tools, settings, hidden=hidden, visible=_visible_to_caller(access))
     except ConfigError as exc:
         site = manifest.tool_search_site if manifest is not None else None
         if site is None:
             raise UsageError(exc.message) from exc
         raise manifest_error([issue_at(site, exc)]) from exc
+
+
+def _visible_to_caller(access: AccessRules | None) -> Callable[[Tool], bool] | None:
+    """Whether the current caller may see a tool (for the search tool); None without
+    `access:` entries."""
+    if access is None:
+        return None
+    rules = access
+    return lambda tool: rules.allows(tool, current_caller())
 
 
 # -- middleware ----------------------------------------------------------------------------------
@@ -705,7 +717,11 @@ def with_server_tools(current: Generation, server: McpServer) -> Generation | No
     # A tool the server adds may be one a bare deny hides: hide it (and keep it out of the
     # search) as a full build would, rather than reuse the old generation's set.
     hidden = frozenset(t.name for t in merged if is_hidden(old.permissions, t))
-    registry = Registry(apply_search(merged, current.tool_search, hidden=hidden))
+    registry = Registry(
+        apply_search(
+            merged, current.tool_search, hidden=hidden, visible=_visible_to_caller(old.access)
+        )
+    )
     executor = Executor(
         registry,
         middleware=old.middleware,
