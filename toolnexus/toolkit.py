@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approval import ApprovalPolicy, Approver, Decision, Verdict
-from .base import Result, Tool
+from .base import Caller, Result, Tool, acting_as, current_caller
 from .errors import ManifestIssue, ToolnexusError, UsageError
 from .executor import CallLike, as_tool_calls
 from .generation import Generation, Source, ToolkitOptions
@@ -284,13 +284,16 @@ class Toolkit:
         }
         try:
             return self._run(
-                self.aexecute(
-                    name,
-                    arguments,
-                    call_id=call_id,
-                    middleware=middleware,
-                    approver=approver,
-                    **hooks,
+                _as_caller(
+                    current_caller(),
+                    lambda: self.aexecute(
+                        name,
+                        arguments,
+                        call_id=call_id,
+                        middleware=middleware,
+                        approver=approver,
+                        **hooks,
+                    ),
                 )
             )
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
@@ -350,7 +353,7 @@ class Toolkit:
         if self._state is not ToolkitState.OPEN:
             return [self._closed_result(c.name, c.id) for c in batch]
         try:
-            return self._run(self.aexecute_many(batch))
+            return self._run(_as_caller(current_caller(), lambda: self.aexecute_many(batch)))
         except (asyncio.CancelledError, LoopEnded):
             return [_closed_during_call(c.name) for c in batch]
 
@@ -776,3 +779,18 @@ async def _create(
     if watch:
         toolkit.watch()
     return toolkit
+
+
+def _as_caller(
+    caller: Caller | None, call: Callable[[], Coroutine[Any, Any, T]]
+) -> Coroutine[Any, Any, T]:
+    """`call()`, run as `caller` on the toolkit's loop thread: the sync API's hand-off starts
+    from that thread's context, where the calling thread's `current_caller()` is unknown."""
+    if caller is None:
+        return call()
+
+    async def run() -> T:
+        with acting_as(caller):
+            return await call()
+
+    return run()

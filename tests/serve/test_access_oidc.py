@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from ..conftest import free_port
-from ..test_serve import serving
+from ..test_serve import TOKEN, http_client, serving
 from .oidc import FOLDER, Provider, node_or_skip, running_provider
 from .test_identity_oidc import REDIRECT, WAIT, connected, user_login, whoami
 
@@ -177,3 +177,32 @@ def test_the_typescript_client_gets_only_its_groups_tools(team: Team) -> None:
     alice = run_ts_client(team, "alice", "deploy_app")
     assert sorted(alice["tools"]) == ["deploy_app", "status", "whoami"]  # type: ignore[arg-type]
     assert alice["hidden"] == {"isError": False, "text": "deployed"}
+
+
+STATIC = """
+version: 1
+access:
+  - {tools: ["deploy*"], groups: [ops]}
+  - {tools: [status], subjects: [token]}
+tools:
+  - {name: whoami, python: "team:whoami", read_only: true}
+  - {name: deploy_app, python: "team:deploy_app"}
+  - {name: status, python: "team:status", read_only: true}
+"""
+
+
+async def test_a_static_token_is_one_caller_named_token(tmp_path: Path) -> None:
+    (tmp_path / "team.py").write_text(textwrap.dedent(TOOLS).lstrip())
+    (tmp_path / "tools.yaml").write_text(STATIC)
+    port = free_port()
+    args = [str(tmp_path / "tools.yaml"), "--http", f"127.0.0.1:{port}", "--token", TOKEN]
+    with serving(args, cwd=tmp_path, ready="Application startup complete"):
+        with anyio.fail_after(WAIT):
+            async with http_client(f"http://127.0.0.1:{port}/mcp") as client:
+                tools = sorted(t.name for t in (await client.list_tools()).tools)
+                said = await whoami(client)
+                refused = await client.call_tool("deploy_app", {})
+    # The token's holder is known by no claim: access entries apply as to anyone.
+    assert said == "token groups="
+    assert tools == ["status", "whoami"]
+    assert refused.is_error
