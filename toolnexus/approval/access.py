@@ -22,7 +22,7 @@ the matching of a caller (`CallerMatch`) is shared by all three.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,8 @@ __all__ = [
 _CALLER_KEYS = ("subjects", "groups", "roles", "scopes")
 """What a caller is matched on; several given keys must all hold, one of each list's items."""
 _ENTRY_KEYS = ("tools", *_CALLER_KEYS)
+_Locate = Callable[[str], str | None]
+"""A field path (`access[1]`) -> `file:line:col` (as `rules.Locate`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +203,11 @@ class AccessRules:
 
 
 def compile_access(
-    items: Sequence[Any], *, scope: str = "", field: str = "access", origin: Any = None
+    items: Sequence[Any],
+    *,
+    scope: str = "",
+    field: str = "access",
+    origin: _Locate | None = None,
 ) -> list[AccessEntry]:
     """The entries of one file's `access:` list, compiled.
 
@@ -225,7 +231,9 @@ def compile_access(
     ]
 
 
-def compile_entry(item: Any, *, scope: str, field: str, origin: Any = None) -> AccessEntry:
+def compile_entry(
+    item: Any, *, scope: str, field: str, origin: _Locate | None = None
+) -> AccessEntry:
     """One `access:` entry compiled (see `compile_access`)."""
     if not isinstance(item, Mapping):
         raise ConfigError(
@@ -257,7 +265,7 @@ def compile_entry(item: Any, *, scope: str, field: str, origin: Any = None) -> A
         compile_tool_name(n, allow=False, field=_join(field, f"tools[{i}]"))
         for i, n in enumerate(listed)
     )
-    where = origin(field) if callable(origin) else None
+    where = origin(field) if origin is not None else None
     return AccessEntry(
         tools=tools, who=compile_caller(who, field), field=field, scope=scope, origin=where
     )
