@@ -116,6 +116,28 @@ async def test_an_included_files_entries_cannot_be_widened_by_the_file_including
     assert alice == ["deploy_app", "deploy_db", "status"]
 
 
+async def test_an_included_files_entries_still_hold_under_its_prefix(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "ops.yaml",
+        """
+        version: 1
+        access:
+          - {tools: [restart], groups: [ops]}
+        tools:
+          - {name: restart, command: [echo, restarted]}
+        """,
+    )
+    path = manifest(tmp_path, "include:\n  - {path: ops.yaml, prefix: ops_}\n")
+    with create_toolkit(path) as toolkit:
+        with acting_as(BOB):
+            bob = toolkit.names()
+        with acting_as(ALICE):
+            alice = toolkit.names()
+    assert bob == ["deploy_app", "deploy_db", "status"]
+    assert alice == ["deploy_app", "deploy_db", "ops_restart", "status"]
+
+
 async def test_a_caller_rule_asks_one_group_and_allows_another(tmp_path: Path) -> None:
     path = manifest(
         tmp_path,

@@ -21,6 +21,7 @@ the matching of a caller (`CallerMatch`) is shared by all three.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -173,7 +174,7 @@ class AccessRules:
         problems = []
         for entry in self.entries:
             for index, name in enumerate(entry.tools):
-                if not any(name.matches(t) for t in known):
+                if not any(name.matches(a) for t in known for a in _names_of(t)):
                     problems.append(
                         (
                             entry,
@@ -193,13 +194,21 @@ class AccessRules:
         if cached is not None and cached[0]() is tool:
             return cached[1]
         by_scope: dict[str, list[AccessEntry]] = {}
+        names = _names_of(tool)
         for entry in self.entries:
-            if any(n.matches(tool) for n in entry.tools):
+            if any(n.matches(a) for n in entry.tools for a in names):
                 by_scope.setdefault(entry.scope, []).append(entry)
         plan = tuple(tuple(v) for v in by_scope.values())
         plans = self._plans
         plans[key] = (weakref.ref(tool, lambda _ref: plans.pop(key, None)), plan)
         return plan
+
+
+def _names_of(tool: Tool) -> list[Tool]:
+    """`tool` under every name it had along its include chain (`prefix:` renames it): an
+    included file's entries name its tools as that file does, and still restrict them."""
+    aliases = tool.meta.get("aliases", ()) if tool.meta else ()
+    return [tool, *(dataclasses.replace(tool, name=a) for a in aliases)]
 
 
 def compile_access(
