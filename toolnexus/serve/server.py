@@ -925,7 +925,14 @@ def serve(options: ServeOptions) -> None:
     if options.http is not None:
         from ..manifest import load_manifest
 
-        auth = load_manifest(manifest).serve_auth  # a broken manifest fails here, before uvicorn
+        loaded = load_manifest(manifest)  # a broken manifest fails here, before uvicorn
+        auth = loaded.serve_auth
+        if loaded.access and auth is None and not options.token:
+            sys.stderr.write(
+                "toolnexus: warning: the manifest's access: entries apply to identified callers "
+                "(serve.auth, or the caller `token` of --token); this server identifies nobody, "
+                "so every client sees and may call every tool\n"
+            )
     address = _check(options, auth)
     secret = _take_secret()
     if options.state is not None:  # every toolkit built below, in any worker, reads it
