@@ -29,7 +29,7 @@ loaded only when a command pattern is compiled or a command is split.
 
 from __future__ import annotations
 
-from .access import AccessRules, CallerMatch, compile_access, compile_caller
+from .access import AccessRules, CallerMatch, compile_caller
 from .decision import ALLOW_BY_DEFAULT as ALLOW_BY_DEFAULT  # not in __all__; executor imports it
 from .decision import (
     ApprovalPolicy,
@@ -58,7 +58,6 @@ __all__ = [
     "PermissionRules",
     "Verdict",
     "combine_verdicts",
-    "compile_access",
     "compile_caller",
     "compile_permissions",
     "compile_rules",

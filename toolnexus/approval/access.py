@@ -38,7 +38,6 @@ __all__ = [
     "AccessEntry",
     "AccessRules",
     "CallerMatch",
-    "compile_access",
     "compile_caller",
     "compile_entry",
 ]
@@ -99,7 +98,7 @@ def compile_caller(spec: Any, field: str) -> CallerMatch:
         )
     values: dict[str, frozenset[str]] = {}
     for key, value in spec.items():
-        sub = _join(field, str(key)) if field else str(key)
+        sub = _join(field, str(key))
         if key not in _CALLER_KEYS:
             raise ConfigError(
                 f"unknown key {key!r}; expected subjects, groups, roles or scopes"
@@ -211,39 +210,21 @@ def _names_of(tool: Tool) -> list[Tool]:
     return [tool, *(dataclasses.replace(tool, name=a) for a in aliases)]
 
 
-def compile_access(
-    items: Sequence[Any],
-    *,
-    scope: str = "",
-    field: str = "access",
-    origin: _Locate | None = None,
-) -> list[AccessEntry]:
-    """The entries of one file's `access:` list, compiled.
-
-    Args:
-        items: `[{tools: [...], groups: [...], ...}, ...]`.
-        scope: The file they are written in (entries of one file are alternatives).
-        field: The list's field path, for errors.
-        origin: Gives `file:line:col` for an entry's field path (`access[1]`), if known.
-
-    Raises:
-        ConfigError: an entry without `tools`, without anyone it admits, or with an unknown
-            key (with the closest one).
-    """
-    if not isinstance(items, list):
-        raise ConfigError(
-            "expected a list of entries such as {tools: [deploy*], groups: [ops]}", field=field
-        )
-    return [
-        compile_entry(item, scope=scope, field=f"{field}[{i}]", origin=origin)
-        for i, item in enumerate(items)
-    ]
-
-
 def compile_entry(
     item: Any, *, scope: str, field: str, origin: _Locate | None = None
 ) -> AccessEntry:
-    """One `access:` entry compiled (see `compile_access`)."""
+    """One `access:` entry (`{tools: [deploy*], groups: [ops]}`) compiled.
+
+    Args:
+        item: The entry as written.
+        scope: The file it is written in (entries of one file are alternatives).
+        field: Its field path, for errors (`""`: errors name fields inside the entry).
+        origin: Gives `file:line:col` for `field`, if known (for log lines).
+
+    Raises:
+        ConfigError: not a mapping, no `tools`, nobody it admits, or an unknown key (with the
+            closest one).
+    """
     if not isinstance(item, Mapping):
         raise ConfigError(
             f"expected an entry such as {{tools: [deploy*], groups: [ops]}}, got {item!r}",
