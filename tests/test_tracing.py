@@ -173,6 +173,26 @@ def test_span_names_attributes_and_parent_through_the_sync_api(
     assert parent_id(span) == agent_ctx.span_id
 
 
+def test_the_caller_is_named_in_the_span(tmp_path: Path, spans: InMemorySpanExporter) -> None:
+    from toolnexus.base import Caller, acting_as
+
+    alice = Caller(subject="alice", issuer="https://id", client_id="cli", groups=("ops", "dev"))
+    toolkit = create_toolkit(write_manifest(tmp_path, MANIFEST))
+    try:
+        with acting_as(alice):  # what `serve` does for each request of an OAuth caller
+            toolkit.execute("add", {"a": 2, "b": 3})
+        toolkit.execute("add", {"a": 2, "b": 3})
+    finally:
+        toolkit.close()
+    served, local = tool_spans(spans)
+    attributes = dict(served.attributes or {})
+    assert attributes["enduser.id"] == "alice"
+    assert attributes["toolnexus.caller.subject"] == "alice"
+    assert attributes["toolnexus.caller.groups"] == ("ops", "dev")
+    assert attributes["toolnexus.caller.client_id"] == "cli"
+    assert not any(k.startswith(("enduser.", "toolnexus.caller.")) for k in local.attributes or {})
+
+
 @pytest.mark.anyio
 async def test_async_call_from_another_loop_keeps_the_parent(
     tmp_path: Path, spans: InMemorySpanExporter

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, cast
 
 from .approval import (
+    AccessRules,
     ApprovalPolicy,
     Decision,
     PermissionRules,
@@ -20,6 +21,7 @@ from .approval import (
     compile_permissions,
     compile_rules,
 )
+from .approval.access import AccessEntry, compile_entry
 from .base import Tool
 from .errors import ConfigError, ManifestIssue, manifest_error
 from .middleware import Middleware, from_config, timeout
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from .manifest import Manifest, MiddlewareDecl
 
 __all__ = [
+    "AccessSites",
     "AliasAware",
     "Issues",
     "ManifestRules",
@@ -36,6 +39,7 @@ __all__ = [
     "effective_sandbox",
     "inline_middleware",
     "is_hidden",
+    "manifest_access",
     "manifest_middleware",
     "manifest_permissions",
     "policy_summary",
@@ -416,6 +420,34 @@ class ManifestRules:
     """Field (`deny[2]`) -> its `PermissionDecl`."""
 
 
+def manifest_access(manifest: Manifest | None, issues: Issues) -> AccessSites | None:
+    """The `access:` entries of the manifest and its includes, compiled (None without any);
+    each bad entry is reported where it is written."""
+    if manifest is None or not manifest.access:
+        return None
+    entries: list[AccessEntry] = []
+    sites: dict[int, Any] = {}
+    for decl in manifest.access:
+        try:
+            entry = compile_entry(
+                decl.entry, scope=decl.scope, field="", origin=lambda f, d=decl: str(d.where)
+            )
+        except ConfigError as exc:
+            issues.add(decl, ConfigError(exc.message, field=exc.field))
+            continue
+        sites[id(entry)] = decl
+        entries.append(entry)
+    return AccessSites(rules=AccessRules(entries), sites=sites)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AccessSites:
+    """The compiled `access:` entries and, per entry (by id), its `AccessDecl`."""
+
+    rules: AccessRules
+    sites: Mapping[int, Any]
+
+
 def manifest_permissions(
     manifest: Manifest | None, extra: ApprovalPolicy | None, issues: Issues
 ) -> tuple[ApprovalPolicy | None, ManifestRules | None]:
@@ -423,18 +455,21 @@ def manifest_permissions(
     code) and the manifest's compiled rules, if it has any."""
     if manifest is None:
         return extra, None
-    lists: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
+    lists: dict[str, list[Any]] = {"allow": [], "ask": [], "deny": []}
     where: dict[str, Any] = {}
     for decl in manifest.permissions:
+        item: Any = decl.text
+        if decl.caller is not None:
+            item = {"rule": decl.text, "caller": decl.caller}
         try:  # each alone first, so that every bad rule is reported, not only the first
-            alone: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
-            alone[decl.decision] = [decl.text]
+            alone: dict[str, list[Any]] = {"allow": [], "ask": [], "deny": []}
+            alone[decl.decision] = [item]
             compile_permissions(alone["allow"], alone["ask"], alone["deny"])
         except ConfigError as exc:
             issues.add(decl, ConfigError(exc.message))
             continue
         where[f"{decl.decision}[{len(lists[decl.decision])}]"] = decl
-        lists[decl.decision].append(decl.text)
+        lists[decl.decision].append(item)
     default = manifest.defaults.approval
     if not any(lists.values()) and default in (None, "allow"):
         return extra, None

@@ -1,4 +1,5 @@
-"""The data a tool call is made of: `Tool`, `Result` and its parts, `ToolCall`, `ToolContext`.
+"""The data a tool call is made of: `Tool`, `Result` and its parts, `ToolCall`, `ToolContext`,
+and the `Caller` a call is made for.
 
 These types carry no I/O. Sources (python, shell, http, mcp, builtin) produce `Tool`s, the
 executor runs them, adapters turn them into provider shapes and back.
@@ -7,13 +8,16 @@ executor runs them, adapters turn them into provider shapes and back.
 from __future__ import annotations
 
 import base64
+import contextvars
 import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "AudioPart",
+    "Caller",
     "ImagePart",
     "Part",
     "Progress",
@@ -39,6 +44,8 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "ToolSource",
+    "acting_as",
+    "current_caller",
     "empty_parameters",
     "to_result",
 ]
@@ -47,6 +54,62 @@ JSON = Any
 """A JSON value: dict, list, str, int, float, bool or None."""
 
 ToolSource = Literal["python", "shell", "http", "mcp", "builtin"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Caller:
+    """Who a call is made for: the identity `serve` read from the request's access token.
+
+    Made from the token's claims (a JWT) or the introspection answer (an opaque token); claims
+    the issuer did not send are empty, never guessed. A local toolkit has no caller (`None`):
+    `access:` entries and `caller:` conditions are about the callers of `serve`.
+    """
+
+    subject: str | None
+    """`sub`: the user (or, for a client-credentials token, often the client); unique per
+    issuer."""
+    issuer: str
+    """`iss`: the authorization server that issued the token ("" for the static `--token`)."""
+    client_id: str | None = None
+    """The OAuth client the token was issued to (`client_id`, else `azp`)."""
+    scopes: frozenset[str] = frozenset()
+    """`scope` (space-separated) or `scp` (a list)."""
+    groups: tuple[str, ...] = ()
+    """The claim `groups_claim` names (default `groups`)."""
+    roles: tuple[str, ...] = ()
+    """The claim `roles_claim` names (default `roles`)."""
+    expires_at: float | None = None
+    """`exp`, seconds since the epoch."""
+    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    """Every claim, read-only (the JWT's payload or the introspection answer)."""
+
+    @property
+    def key(self) -> str:
+        """One string per caller (issuer and subject), for rate-limit buckets and logs."""
+        return f"{self.issuer}|{self.subject or ''}"
+
+
+_current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "toolnexus_caller", default=None
+)
+
+
+def current_caller() -> Caller | None:
+    """The caller whose request is being handled, or None (a local toolkit, stdio, or
+    outside a request). Tool listings, `access:` entries, `caller:` rules, rate limits, audit
+    records and trace spans all read it."""
+    return _current_caller.get()
+
+
+@contextmanager
+def acting_as(caller: Caller | None) -> Iterator[None]:
+    """Make `caller` the `current_caller()` inside the block (what `serve` does for each
+    request; also how a test or an application serving its own protocol sets it)."""
+    reset = _current_caller.set(caller)
+    try:
+        yield
+    finally:
+        _current_caller.reset(reset)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,6 +335,9 @@ class ToolContext:
     """Answers an MCP server's `elicitation/create` for this call (overrides the toolkit's)."""
     sampling: SamplingHandler | None = None
     """Answers an MCP server's `sampling/createMessage` for this call (overrides the toolkit's)."""
+    caller: Caller | None = None
+    """Who the call is made for (`current_caller()` when it started); None for a local
+    toolkit."""
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._attach import (
+    AccessSites,
     AliasAware,
     Issues,
     ManifestRules,
@@ -24,11 +25,12 @@ from ._attach import (
     effective_sandbox,
     inline_middleware,
     is_hidden,
+    manifest_access,
     manifest_middleware,
     manifest_permissions,
 )
 from ._coverage import check_coverage
-from .base import Tool
+from .base import Tool, current_caller
 from .errors import (
     ConfigError,
     ManifestError,
@@ -46,6 +48,7 @@ from .search.plan import apply_search, mark, own_defer, settings_from
 if TYPE_CHECKING:
     import httpx
 
+    from .approval import AccessRules
     from .manifest import Manifest, ServerDecl, ToolDecl
     from .mcp.callbacks import McpHandlers
     from .mcp.server import McpServer
@@ -135,6 +138,9 @@ async def build_generation(
             tools = namespace_clashes(tools, mcp_json_servers(manifest.mcp_servers))
         coverage = check_coverage(manifest, tools, local.rules, issues)
         issues.items += coverage.errors
+        access_errors, access_pending = _access_coverage(local.access, tools, manifest)
+        issues.items += access_errors
+        coverage = dataclasses.replace(coverage, pending=(*coverage.pending, *access_pending))
         issues.raise_if_any()
         for issue in coverage.pending:
             logger.warning("%s", issue)
@@ -142,7 +148,8 @@ async def build_generation(
         if permissions is not None and any(t.meta.get("aliases") for t in tools):
             permissions = AliasAware(permissions)
         search = _search_settings(options, manifest)
-        tools = _with_search(tools, search, permissions, manifest)
+        access = local.access.rules if local.access is not None else None
+        tools = _with_search(tools, search, permissions, manifest, access)
         registry = _registry(tools, manifest)
         executor = Executor(
             registry,
@@ -153,6 +160,7 @@ async def build_generation(
             roots=roots,
             state=previous.executor.state if previous is not None else None,
             store=options.state,
+            access=local.access.rules if local.access is not None else None,
         )
         hidden = frozenset(t.name for t in registry.tools() if is_hidden(permissions, t))
         gen = Generation(
@@ -165,6 +173,7 @@ async def build_generation(
             name=manifest.name if manifest is not None else None,
             tool_search=search,
             pending=coverage.pending,
+            access=local.access.rules if local.access is not None else None,
         )
         # Shared with the generation that may adopt these servers; see `_close_unadopted`.
         gen.carry.update(mcp=servers, adopted=set(), decls=server_decls)
@@ -181,6 +190,25 @@ async def build_generation(
             await server.aclose()
         await stack.aclose()
         raise
+
+
+def _access_coverage(
+    access: AccessSites | None, tools: Sequence[Tool], manifest: Manifest | None
+) -> tuple[list[ManifestIssue], list[ManifestIssue]]:
+    """Each `access:` tool pattern that names no tool: an entry meant to restrict a tool it
+    misspells would leave that tool open to every caller, so it is an error (a pending one
+    while MCP servers could still list such a tool)."""
+    errors: list[ManifestIssue] = []
+    pending: list[ManifestIssue] = []
+    if access is None:
+        return errors, pending
+    from .manifest import issue_at
+
+    servers = manifest is not None and bool(manifest.mcp_servers)
+    for entry, problem in access.rules.unmatched(tools):
+        issue = issue_at(access.sites[id(entry)], problem)
+        (pending if servers else errors).append(issue)
+    return errors, pending
 
 
 BUILD_TIMEOUT = 60.0
@@ -204,6 +232,8 @@ class _Local:
     middleware: list[Any]
     rules: ManifestRules | None = None
     """The manifest's own `permissions:` compiled (checked to apply to some tool)."""
+    access: AccessSites | None = None
+    """The `access:` entries of the manifest and its includes, compiled."""
     building: ToolDecl | None = None
     """The manifest entry being built right now (named if the build hangs)."""
 
@@ -294,6 +324,7 @@ def _build_local(
             field = exc.field if exc.field.startswith("builtins") else f"builtins.{exc.field}"
             issues.items.append(_builtin_issue(exc.message, field, manifest))
     local.permissions, local.rules = manifest_permissions(manifest, options.permissions, issues)
+    local.access = manifest_access(manifest, issues)
     if manifest is not None:
         local.middleware += manifest_middleware(manifest.middleware, issues)
     return local
@@ -709,18 +740,28 @@ def _with_search(
     settings: ToolSearchSettings | None,
     permissions: Any,
     manifest: Manifest | None,
+    access: AccessRules | None = None,
 ) -> list[Tool]:
     """`tools` with deferral applied and `tool_search` added (see `toolnexus.search.plan`)."""
     from .manifest import issue_at
 
     hidden = {t.name for t in tools if is_hidden(permissions, t)}
     try:
-        return apply_search(tools, settings, hidden=hidden)
+        return apply_search(tools, settings, hidden=hidden, visible=_visible_to_caller(access))
     except ConfigError as exc:
         site = manifest.tool_search_site if manifest is not None else None
         if site is None:
             raise UsageError(exc.message) from exc
         raise manifest_error([issue_at(site, exc)]) from exc
+
+
+def _visible_to_caller(access: AccessRules | None) -> Callable[[Tool], bool] | None:
+    """Whether the current caller may see a tool (for the search tool); None without
+    `access:` entries."""
+    if access is None:
+        return None
+    rules = access
+    return lambda tool: rules.allows(tool, current_caller())
 
 
 # -- middleware ----------------------------------------------------------------------------------
@@ -850,7 +891,11 @@ def with_server_tools(current: Generation, server: McpServer) -> Generation | No
     # A tool the server adds may be one a bare deny hides: hide it (and keep it out of the
     # search) as a full build would, rather than reuse the old generation's set.
     hidden = frozenset(t.name for t in merged if is_hidden(old.permissions, t))
-    registry = Registry(apply_search(merged, current.tool_search, hidden=hidden))
+    registry = Registry(
+        apply_search(
+            merged, current.tool_search, hidden=hidden, visible=_visible_to_caller(old.access)
+        )
+    )
     executor = Executor(
         registry,
         middleware=old.middleware,
@@ -860,6 +905,7 @@ def with_server_tools(current: Generation, server: McpServer) -> Generation | No
         roots=old.roots[1:],
         state=old.state,
         store=old.store,
+        access=old.access,
     )
     new = dataclasses.replace(
         current,

@@ -28,7 +28,7 @@ from .approval import (
     Verdict,
     combine_verdicts,
 )
-from .base import Result, Tool, ToolCall, ToolContext, to_result
+from .base import Result, Tool, ToolCall, ToolContext, current_caller, to_result
 from .curation import rules_view
 from .errors import ApprovalDenied, InvalidArguments, ToolError, ToolNotFound
 from .middleware import Call, Middleware, Next
@@ -37,6 +37,7 @@ from .schema import Validator, compile_validator
 from .state.memory import MemoryState
 
 if TYPE_CHECKING:
+    from .approval import AccessRules
     from .base import ProgressCallback
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
     from .state import StateBackend
@@ -66,8 +67,11 @@ class Executor:
         roots: Sequence[Path] = (),
         state: dict[str, Any] | None = None,
         store: StateBackend | None = None,
+        access: AccessRules | None = None,
     ) -> None:
         self.registry = registry
+        self.access = access
+        """Which callers may see and call which tools (`access:`); None: every caller."""
         self.middleware = tuple(middleware)
         self.permissions = permissions
         self.approver = approver
@@ -126,6 +130,7 @@ class Executor:
                 progress=progress,
                 elicitation=elicitation,
                 sampling=sampling,
+                caller=current_caller(),
             )
             verdict = self._decide(tool, args)
             if verdict.decision is Decision.ASK:
@@ -221,13 +226,29 @@ class Executor:
     def _prepare(self, name: str) -> tuple[Tool, Validator, Next, Tool]:
         tool = self.registry.get(name)
         if tool is None:
-            raise ToolNotFound(self.registry.not_found_message(name))
+            raise ToolNotFound(self.registry.not_found_message(name, names=self._visible()))
+        if self.access is not None:
+            caller = current_caller()
+            why = self.access.refusal(tool, caller)
+            if why is not None:
+                # Told exactly what an unknown name is told, so that a caller cannot learn which
+                # tools exist beyond its own; the operator's log says why.
+                logger.warning("refused a call of %r by access: %s", name, why)
+                raise ToolNotFound(self.registry.not_found_message(name, names=self._visible()))
         prepared = self._prepared.get(name)
         if prepared is None or prepared[0] is not tool:
             chain = _compose((*self.middleware, *tool.middleware), _run_inner)
             prepared = (tool, compile_validator(tool.parameters), chain, rules_view(tool))
             self._prepared[name] = prepared
         return prepared
+
+    def _visible(self) -> list[str] | None:
+        """The names the current caller may see (None: every one), for "did you mean"."""
+        access = self.access
+        caller = current_caller()
+        if access is None or caller is None:
+            return None
+        return [t.name for t in self.registry.tools() if access.refusal(t, caller) is None]
 
     def _decide(self, tool: Tool, args: Mapping[str, Any]) -> Verdict:
         permissions = self.permissions

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .base import current_caller
+
 if TYPE_CHECKING:
-    from .approval import ApprovalPolicy, Approver
-    from .base import Tool
+    from .approval import AccessRules, ApprovalPolicy, Approver
+    from .base import Caller, Tool
     from .errors import ManifestIssue
     from .executor import Executor
     from .mcp.callbacks import ElicitationHandler, SamplingHandler
@@ -59,6 +61,8 @@ class Generation:
     pending: tuple[ManifestIssue, ...] = ()
     """Rules and include entries that met no tool, where a tool an MCP server lists could
     still meet them: logged as warnings at build, errors for `validate --connect`."""
+    access: AccessRules | None = None
+    """The `access:` entries: which callers see and call which tools (None: everyone)."""
     inflight: int = 0
     retired: bool = False
     _idle: asyncio.Event | None = field(default=None, init=False, repr=False)
@@ -79,9 +83,27 @@ class Generation:
             await self._idle.wait()
 
     def tools(self) -> list[Tool]:
-        if not self.hidden:
+        """The tools the current caller may see (`current_caller()`; every one without)."""
+        caller = current_caller() if self.access is not None else None
+        if not self.hidden and caller is None:
             return list(self.registry.tools())
-        return [t for t in self.registry.tools() if t.name not in self.hidden]
+        return [
+            t
+            for t in self.registry.tools()
+            if t.name not in self.hidden and (caller is None or self.refusal(t, caller) is None)
+        ]
+
+    def refusal(self, tool: Tool, caller: Caller | None) -> str | None:
+        """Why `caller` may not see or call `tool` (for the log only), or None."""
+        return None if self.access is None else self.access.refusal(tool, caller)
+
+    def invisible(self, name: str) -> str | None:
+        """Why the current caller may not use the tool called `name`, or None (it may, or
+        there is no such tool)."""
+        if self.access is None:
+            return None
+        tool = self.registry.get(name)
+        return None if tool is None else self.access.refusal(tool, current_caller())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._suggest import did_you_mean
 from .approval import Decision, Verdict
-from .base import Result, Tool, ToolContext
+from .base import Caller, Result, Tool, ToolContext
 from .errors import ConfigError, StateUnavailable
 from .redaction import SECRET_KEYS, redact_arguments
 from .state.codec import dump_result, load_result
@@ -229,6 +229,7 @@ def rate_limit(
     per: float | str = 1.0,
     *,
     per_tool: bool = True,
+    per_caller: bool = False,
     max_wait: float | str | None = None,
     key: Callable[[Call], str] | None = None,
 ) -> Middleware:
@@ -244,6 +245,9 @@ def rate_limit(
         calls: calls allowed per `per` seconds, and at once after a quiet spell.
         per: seconds (or a duration: `"1m"`).
         per_tool: one bucket per tool (default) or one for all.
+        per_caller: one bucket per caller of `serve` (issuer and subject of the OAuth token;
+            with `per_tool`, per caller and tool). Calls without a caller (a local toolkit,
+            stdio) share one bucket of their own.
         max_wait: refuse a call (a retryable error result) rather than make it wait longer than
             this; None waits as long as it takes.
         key: the bucket a call counts against (e.g. per caller); replaces `per_tool`.
@@ -266,7 +270,13 @@ def rate_limit(
     async def rate_limit_middleware(call: Call, nxt: Next) -> Result:
         if not call.allowed:
             return await nxt(call)
-        bucket = scope + (key(call) if key is not None else call.name if per_tool else "*")
+        if key is not None:
+            bucket = scope + key(call)
+        else:
+            bucket = scope + (call.name if per_tool else "*")
+            if per_caller:
+                caller = call.ctx.caller
+                bucket += "|caller:" + (caller.key if caller is not None else "-")
         taken: set[str] = call.extra.setdefault("rate_limited", set())
         if bucket in taken:  # the same limit again (a manifest's and a tool's): count once
             return await nxt(call)
@@ -306,8 +316,9 @@ def audit(
     secret_keys: str | None = None,
     max_error_chars: int = 500,
 ) -> Middleware:
-    """Append one JSON line per call: time, tool, call id, redacted arguments, decision and the
-    rule behind it, duration, and the error if any.
+    """Append one JSON line per call: time, tool, call id, the caller (under `serve` with
+    OAuth: `caller: {subject, issuer, client_id, groups, roles}`, else null), redacted
+    arguments, decision and the rule behind it, duration, and the error if any.
 
     Values under secret-looking keys (`secret_keys`) become `***`, and so does every value
     `${VAR}` interpolation substituted, wherever it shows up: an argument equal to a token, a
@@ -345,6 +356,7 @@ def audit(
             "ts": round(time.time(), 3),
             "tool": call.name,
             "call_id": call.ctx.call_id,
+            "caller": _caller_record(call.ctx.caller),
             "args": _masked(redact_arguments(call.arguments, pattern)),
             "decision": call.verdict.decision.value,
             "rule": mask_secrets(call.verdict.rule) if call.verdict.rule else call.verdict.rule,
@@ -359,6 +371,19 @@ def audit(
         return result
 
     return audit_middleware
+
+
+def _caller_record(caller: Caller | None) -> dict[str, Any] | None:
+    """Who the call was made for, as an audit record names them (None without a caller)."""
+    if caller is None:
+        return None
+    return {
+        "subject": caller.subject,
+        "issuer": caller.issuer,
+        "client_id": caller.client_id,
+        "groups": list(caller.groups),
+        "roles": list(caller.roles),
+    }
 
 
 def _masked(value: Any) -> Any:

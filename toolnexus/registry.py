@@ -104,9 +104,12 @@ class Registry:
         """An independent copy (tools are immutable and shared)."""
         return Registry(self.tools())
 
-    def not_found_message(self, name: str) -> str:
-        """`unknown tool 'reed'; did you mean 'read'?` plus the available names when few."""
-        names = list(self._tools)
+    def not_found_message(self, name: str, *, names: list[str] | None = None) -> str:
+        """`unknown tool 'reed'; did you mean 'read'?` plus the available names when few.
+
+        `names`: the tools the caller may see (default: every one), so that neither a
+        suggestion nor the list reveals a tool the caller may not use."""
+        names = list(self._tools) if names is None else names
         close = closest(name, names, n=3)
         message = f"unknown tool {name!r}"
         if close:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approval import ApprovalPolicy, Approver, Decision, Verdict
-from .base import Result, Tool
+from .base import Caller, Result, Tool, acting_as, current_caller
 from .errors import ManifestIssue, ToolnexusError, UsageError
 from .executor import CallLike, as_tool_calls
 from .generation import Generation, Source, ToolkitOptions
@@ -43,6 +43,7 @@ T = TypeVar("T")
 logger = logging.getLogger("toolnexus.reload")
 
 __all__ = ["Toolkit", "ToolkitState", "acreate_toolkit", "create_toolkit"]
+
 
 class ToolkitState(enum.Enum):
     OPEN = "open"
@@ -133,7 +134,9 @@ class Toolkit:
     def get(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
         gen = self._current()
-        return None if name in gen.hidden else gen.registry.get(name)
+        if name in gen.hidden or gen.invisible(name) is not None:
+            return None
+        return gen.registry.get(name)
 
     def names(self) -> list[str]:
         return [t.name for t in self.tools()]
@@ -281,13 +284,16 @@ class Toolkit:
         }
         try:
             return self._run(
-                self.aexecute(
-                    name,
-                    arguments,
-                    call_id=call_id,
-                    middleware=middleware,
-                    approver=approver,
-                    **hooks,
+                _as_caller(
+                    current_caller(),
+                    lambda: self.aexecute(
+                        name,
+                        arguments,
+                        call_id=call_id,
+                        middleware=middleware,
+                        approver=approver,
+                        **hooks,
+                    ),
                 )
             )
         except (asyncio.CancelledError, LoopEnded):  # closed by another thread meanwhile
@@ -347,7 +353,7 @@ class Toolkit:
         if self._state is not ToolkitState.OPEN:
             return [self._closed_result(c.name, c.id) for c in batch]
         try:
-            return self._run(self.aexecute_many(batch))
+            return self._run(_as_caller(current_caller(), lambda: self.aexecute_many(batch)))
         except (asyncio.CancelledError, LoopEnded):
             return [_closed_during_call(c.name) for c in batch]
 
@@ -434,9 +440,7 @@ class Toolkit:
                     trigger=tuple(trigger),
                 )
                 # Our own errors explain themselves; anything else is a bug worth its traceback.
-                logger.error(
-                    "%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError)
-                )
+                logger.error("%s", event.describe(), exc_info=not isinstance(exc, ToolnexusError))
             else:
                 added, removed, changed = diff_tools(current.tools(), new.tools())
                 await self._install(new)
@@ -775,3 +779,18 @@ async def _create(
     if watch:
         toolkit.watch()
     return toolkit
+
+
+def _as_caller(
+    caller: Caller | None, call: Callable[[], Coroutine[Any, Any, T]]
+) -> Coroutine[Any, Any, T]:
+    """`call()`, run as `caller` on the toolkit's loop thread: the sync API's hand-off starts
+    from that thread's context, where the calling thread's `current_caller()` is unknown."""
+    if caller is None:
+        return call()
+
+    async def run() -> T:
+        with acting_as(caller):
+            return await call()
+
+    return run()

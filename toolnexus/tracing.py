@@ -3,7 +3,10 @@
 `trace()` opens one span per call as the OpenTelemetry GenAI semantic conventions describe tool
 execution (`execute_tool {name}`, kind INTERNAL, `gen_ai.*` attributes, `error.type`), plus
 `toolnexus.*` attributes for what only we know: the approval decision and the rule (with the
-file:line it was written at), the tool's source and the sandbox that confined it.
+file:line it was written at), the tool's source and the sandbox that confined it. Under `serve`
+with OAuth, the caller too: `enduser.id` (the token's subject, as the OpenTelemetry
+conventions name the end user), `toolnexus.caller.subject`, `toolnexus.caller.groups`,
+`toolnexus.caller.client_id`.
 
 Trace context crosses processes so one trace spans agent -> toolkit -> tool server:
 - MCP: the mcp SDK's own client injects W3C `traceparent`/`tracestate` into every request's
@@ -181,6 +184,15 @@ def _start_attributes(call: Call, mask_secrets: Callable[[str], str]) -> dict[st
         attributes["toolnexus.approval.rule"] = mask_secrets(verdict.rule)
     if verdict.origin:
         attributes["toolnexus.approval.origin"] = verdict.origin
+    caller = call.ctx.caller
+    if caller is not None:
+        if caller.subject is not None:
+            attributes["enduser.id"] = caller.subject
+            attributes["toolnexus.caller.subject"] = caller.subject
+        if caller.groups:
+            attributes["toolnexus.caller.groups"] = list(caller.groups)
+        if caller.client_id:
+            attributes["toolnexus.caller.client_id"] = caller.client_id
     if call.allowed and tool.source != "mcp" and (tool.sandbox is None or tool.source == "http"):
         # Runs in the toolkit's own process (an HTTP tool's host list is checked there too):
         # known now. An MCP tool's server is confined per server, not per call (see its
@@ -273,8 +285,6 @@ def _cleaned(value: Any, mask: Callable[[str], str], secret: re.Pattern[str]) ->
 
 
 _SCALARS = (bool, int, float)
-
-
 
 
 def _version() -> str:

@@ -130,7 +130,7 @@ def test_all_problems_of_a_file_are_reported_at_once(write: Write) -> None:
         (
             12,
             "extra",
-            "unknown key 'extra'; expected one of $schema, builtins, defaults, include, "
+            "unknown key 'extra'; expected one of $schema, access, builtins, defaults, include, "
             "mcp_servers, middleware, name, permissions, roots, serve, tool_search, tools, "
             "version, workspace",
         ),

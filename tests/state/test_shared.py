@@ -52,6 +52,29 @@ async def test_two_toolkits_sharing_redis_hold_one_rate_limit(
     assert "rate limit reached for 'ping' (3 calls per 3600s)" in refused[0].content
 
 
+async def test_a_limit_per_caller_is_held_per_caller_across_toolkits_sharing_redis(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    from toolnexus.base import Caller, acting_as
+
+    (tmp_path / "tools.yaml").write_text(
+        LIMITED.replace("max_wait: 0}", "max_wait: 0, per_caller: true}")
+    )
+    alice = Caller(subject="alice", issuer="https://id", groups=("ops",))
+    bob = Caller(subject="bob", issuer="https://id", groups=("dev",))
+    with anyio.fail_after(WAIT):
+        first = await acreate_toolkit(tmp_path / "tools.yaml", state=redis_server.url)
+        second = await acreate_toolkit(tmp_path / "tools.yaml", state=redis_server.url)
+        async with first, second:
+            counts: dict[str, int] = {}
+            for caller in (alice, bob):
+                with acting_as(caller):
+                    results = [await kit.aexecute("ping", {}) for kit in (first, second) * 3]
+                counts[str(caller.subject)] = sum(not r.is_error for r in results)
+    # Three calls an hour for each caller, held together by both toolkits.
+    assert counts == {"alice": 3, "bob": 3}
+
+
 async def test_in_process_toolkits_count_alone(tmp_path: Path) -> None:
     """The default store is embedded: nothing to run, and nothing shared."""
     (tmp_path / "tools.yaml").write_text(LIMITED)

@@ -19,6 +19,8 @@ One module per job:
 - `rules`: `compile_rules` and `ApprovalRules`, the rule language of `approval:` blocks.
 - `permissions`: `compile_permissions` and `PermissionRules`, the `permissions:` strings;
   also `split_command` and `is_known_safe_command`.
+- `access`: `AccessRules` and `CallerMatch`: which callers of `serve` see and run which tools
+  (`access:`), and the `caller:` condition of rules and permissions.
 - `paths` (globs and path patterns) and `hosts` (URL hosts), shared by both front ends.
 
 This package re-exports the public names. Shell commands are read by `toolnexus.shell`,
@@ -27,6 +29,7 @@ loaded only when a command pattern is compiled or a command is split.
 
 from __future__ import annotations
 
+from .access import AccessRules, CallerMatch, compile_caller
 from .decision import ALLOW_BY_DEFAULT as ALLOW_BY_DEFAULT  # not in __all__; executor imports it
 from .decision import (
     ApprovalPolicy,
@@ -45,14 +48,17 @@ from .permissions import (
 from .rules import ApprovalRules, compile_rules
 
 __all__ = [
+    "AccessRules",
     "ApprovalPolicy",
     "ApprovalRequest",
     "ApprovalRules",
     "Approver",
+    "CallerMatch",
     "Decision",
     "PermissionRules",
     "Verdict",
     "combine_verdicts",
+    "compile_caller",
     "compile_permissions",
     "compile_rules",
     "is_known_safe_command",

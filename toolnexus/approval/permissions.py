@@ -38,6 +38,7 @@ from .rules import (
     _nowhere,
     _Rule,
     _Test,
+    _with_caller,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class _Permission:
     primary_form: tuple[str, _Permission] | None = None
     """(param, `Name(value)`) of a `Name(param:value)`: used when `param` is the tool's primary
     argument, so the value is read as that argument is (a command, a path, a URL)."""
+    caller: Any = None
+    """The `caller:` condition of a `{rule, caller}` item (a mapping, compiled with the rest),
+    or None: the rule holds for every caller, and for calls with none."""
 
     def for_tool(
         self,
@@ -237,6 +241,9 @@ class PermissionRules:
       argument itself (`mcp__srv__echo(text:rm*)`) is the same as `Name(value)`.
 
     `Name` alone or `Name(*)` covers every call; as a deny it hides the tool (`hidden`).
+    An item may also be `{rule: "Name(spec)", caller: {groups: [ops]}}`: the rule holds only
+    for calls of a matching caller (see `toolnexus.approval.access`), never without one.
+
     Evaluation: deny, then ask, then allow; the first match wins. No match: the default,
     `matched=False`.
     """
@@ -271,7 +278,8 @@ class PermissionRules:
     def hidden(self, tool: Tool) -> bool:
         """True when a bare deny (`Name` or `Name(*)`) covers the tool: drop it from listings."""
         return any(
-            r.bare and r.decision is Decision.DENY and r.name.matches(tool) for r in self._rules
+            r.bare and r.caller is None and r.decision is Decision.DENY and r.name.matches(tool)
+            for r in self._rules
         )
 
     def unmatched(self, tools: Iterable[Tool | str]) -> list[ConfigError]:
@@ -318,15 +326,17 @@ class PermissionRules:
             if rule.name.matches(tool):
                 reader = cast("PathsOf", paths_of) if callable(paths_of) else None
                 test = rule.for_tool(properties, primary, reader)
+                if test is not None and rule.caller is not None:
+                    test = _with_caller(test, rule.caller, rule.field)[0]
                 if test is not None:
                     plan.append((test, rule.verdict))
         return tuple(plan)
 
 
 def compile_permissions(
-    allow: Sequence[str] = (),
-    ask: Sequence[str] = (),
-    deny: Sequence[str] = (),
+    allow: Sequence[str | Mapping[str, Any]] = (),
+    ask: Sequence[str | Mapping[str, Any]] = (),
+    deny: Sequence[str | Mapping[str, Any]] = (),
     *,
     locate: Locate | None = None,
     default: Decision | str = Decision.ALLOW,
@@ -361,6 +371,8 @@ def compile_permissions(
 def _compile_permission(
     decision: Decision, text: Any, field: str, origin: str | None
 ) -> _Permission:
+    if isinstance(text, Mapping):
+        return _compile_conditional(decision, cast("Mapping[str, Any]", text), field, origin)
     if not isinstance(text, str):
         raise ConfigError(
             f'expected a rule string such as "read(src/**)", got {text!r}', field=field
@@ -416,6 +428,35 @@ def _compile_permission(
         param=param,
         primary_form=primary_form,
     )
+
+
+_ITEM_KEYS = ("rule", "caller")
+
+
+def _compile_conditional(
+    decision: Decision, item: Mapping[str, Any], field: str, origin: str | None
+) -> _Permission:
+    """`{rule: "deploy", caller: {groups: [dev]}}`: a rule that holds for some callers only."""
+    from .access import compile_caller
+
+    for key in item:
+        if key not in _ITEM_KEYS:
+            raise ConfigError(
+                f"unknown key {key!r}; expected rule and caller"
+                f"{did_you_mean(str(key), _ITEM_KEYS)}",
+                field=f"{field}.{key}",
+            )
+    if "rule" not in item or "caller" not in item:
+        missing = "rule" if "rule" not in item else "caller"
+        raise ConfigError(
+            f'missing `{missing}`: write {{rule: "Name(spec)", caller: {{groups: [...]}}}}',
+            field=field,
+        )
+    who = compile_caller(item["caller"], f"{field}.caller")
+    inner = _compile_permission(decision, item["rule"], field, origin)
+    written = f"{decision} {inner.text.strip()} for callers with {who.describe()}"
+    verdict = Verdict(decision=decision, rule=written, origin=origin)
+    return dataclasses.replace(inner, verdict=verdict, caller=item["caller"])
 
 
 def split_command(command: str) -> list[list[str]] | None:

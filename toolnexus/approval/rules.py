@@ -47,7 +47,7 @@ _MATCHERS = (
     "eq", "in", "glob", "regex", "prefix", "gt", "gte", "lt", "lte",
     "path", "host", "command", "exists", "any", "not",
 )  # fmt: skip
-_RULE_KEYS = ("decision", "when", "reason")
+_RULE_KEYS = ("decision", "when", "caller", "reason")
 _SPEC_KEYS = ("default", "rules")
 
 
@@ -212,7 +212,7 @@ def _compile_rule(
     for key in rule:
         if key not in _RULE_KEYS:
             raise ConfigError(
-                f"unknown key {key!r}; expected decision, when and reason"
+                f"unknown key {key!r}; expected decision, when, caller and reason"
                 f"{did_you_mean(str(key), _RULE_KEYS)}",
                 field=_join(field, str(key)),
             )
@@ -232,7 +232,28 @@ def _compile_rule(
     else:
         test = _always
         written = f"{decision} always"
+    if "caller" in rule:
+        test, shown = _with_caller(test, rule["caller"], _join(field, "caller"))
+        written = f"{written} for {shown}"
     return decision, test, written, reason
+
+
+def _with_caller(test: _Test, spec: Any, field: str) -> tuple[_Test, str]:
+    """`test` that also needs the current caller to match `spec` (a `caller:` condition), and
+    how the condition reads. Without a caller (a local toolkit) it never holds.
+
+    Raises:
+        ConfigError: a bad `caller:` mapping (see `compile_caller`).
+    """
+    from ..base import current_caller
+    from .access import compile_caller
+
+    who = compile_caller(spec, field)
+
+    def caller_test(arguments: Mapping[str, Any], workspace: Path) -> bool:
+        return who.matches(current_caller()) and test(arguments, workspace)
+
+    return caller_test, f"callers with {who.describe()}"
 
 
 def _always(arguments: Mapping[str, Any], workspace: Path) -> bool:

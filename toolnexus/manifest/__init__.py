@@ -17,6 +17,7 @@ from .loader import (
     manifest_schema,
 )
 from .model import (
+    AccessDecl,
     Defaults,
     IncludeDecl,
     Location,
@@ -33,6 +34,7 @@ from .model import (
 __all__ = [
     "SCHEMA_PATH",
     "TOOLSET_GROUP",
+    "AccessDecl",
     "Defaults",
     "IncludeDecl",
     "Location",

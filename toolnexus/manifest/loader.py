@@ -21,6 +21,7 @@ from ..errors import ConfigError, ManifestIssue, UsageError, manifest_error
 from .includes import IncludeProblem, apply_include_chain, resolve_include
 from .interpolate import interpolate, mask_secrets, references
 from .model import (
+    AccessDecl,
     BuiltinSite,
     Defaults,
     IncludeDecl,
@@ -220,6 +221,7 @@ class _Loader:
         self.servers: list[ServerDecl] = []
         self.server_names: dict[str, ServerDecl] = {}
         self.permissions: list[PermissionDecl] = []
+        self.access: list[AccessDecl] = []
         self.builtins: dict[str, dict[str, Any]] = {}
         self.builtin_sites: dict[str, BuiltinSite] = {}
         self.include_names: dict[Location, set[str]] = {}
@@ -279,6 +281,7 @@ class _Loader:
             defaults=own,
             middleware=header.get("__middleware__", ()),
             permissions=tuple(self.permissions),
+            access=tuple(self.access),
             tools=tuple(self.tools),
             mcp_servers=tuple(self.servers),
             builtins=self.builtins,
@@ -456,19 +459,33 @@ class _Loader:
             for decision in ("allow", "ask", "deny"):
                 if not whole(("permissions", decision)):
                     continue
-                for i, text in enumerate(data.get("permissions", {}).get(decision, ())):
+                for i, item in enumerate(data.get("permissions", {}).get(decision, ())):
                     path = ("permissions", decision, i)
                     if not ok(path):
                         continue
+                    conditional = isinstance(item, Mapping)
                     self.permissions.append(
                         PermissionDecl(
                             decision=decision,
-                            text=text,
+                            text=item["rule"] if conditional else item,
+                            caller=item["caller"] if conditional else None,
                             where=ctx.loc(path),
                             path=path,
                             positions=ctx.positions,
                         )
                     )
+        for i, item in enumerate(data.get("access", ()) if whole(("access",)) else ()):
+            if ok(("access", i)):
+                path = ("access", i)
+                self.access.append(
+                    AccessDecl(
+                        entry=item,
+                        scope=ctx.label,
+                        where=ctx.loc(path),
+                        path=path,
+                        positions=ctx.positions,
+                    )
+                )
         self.drop(data, broken)
         for i, item in enumerate(data.get("include", ()) if whole(("include",)) else ()):
             if ok(("include", i)):

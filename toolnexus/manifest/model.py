@@ -17,6 +17,7 @@ from .yamlpos import NodePath, Positions
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 __all__ = [
+    "AccessDecl",
     "BuiltinSite",
     "Defaults",
     "IncludeDecl",
@@ -135,6 +136,21 @@ class PermissionDecl(_Located):
 
     decision: Literal["allow", "ask", "deny"]
     text: str
+    caller: Mapping[str, Any] | None = None
+    """`{rule, caller}` items: the callers the rule holds for (None: every call)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccessDecl(_Located):
+    """One `access:` entry (`{tools: [deploy*], groups: [ops]}`) and the file it is written in.
+
+    Entries of one file are alternatives; every file whose entries name a tool must let the
+    caller in (see `toolnexus.approval.access`).
+    """
+
+    entry: Mapping[str, Any]
+    scope: str
+    """The file it is written in, as displayed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,6 +349,8 @@ class Manifest:
     """The top manifest's, outermost first."""
     permissions: tuple[PermissionDecl, ...] = ()
     """Every file's rules, the top manifest's first."""
+    access: tuple[AccessDecl, ...] = ()
+    """Every file's `access:` entries (who may see and call which tools under `serve`)."""
     tools: tuple[ToolDecl, ...] = ()
     mcp_servers: tuple[ServerDecl, ...] = ()
     builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,10 +153,12 @@ def apply_search(
     settings: ToolSearchSettings | None,
     *,
     hidden: Collection[str] = (),
+    visible: Callable[[Tool], bool] | None = None,
 ) -> list[Tool]:
     """`tools` with the deferred ones marked `meta["deferred"]`, plus `tool_search` over them
-    (leaving out `hidden` tools, which nobody may call); `tools` unchanged when none is
-    deferred. A `tool_search` added earlier is replaced (an MCP refresh passes it back in).
+    (leaving out `hidden` tools, which nobody may call, and, per search, the tools `visible`
+    says the current caller may not see); `tools` unchanged when none is deferred. A
+    `tool_search` added earlier is replaced (an MCP refresh passes it back in).
 
     Raises:
         ConfigError: another tool is already called `tool_search`.
@@ -180,7 +182,7 @@ def apply_search(
         out.append(t)
     searchable = [t for t in out if is_deferred(t) and t.name not in hidden]
     limit = settings.limit if settings is not None else 5
-    return [*out, search_tool(searchable, limit=limit)]
+    return [*out, search_tool(searchable, limit=limit, visible=visible)]
 
 
 def _unmarked(t: Tool) -> Tool:

@@ -11,7 +11,7 @@ definitions go out from the next request on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..base import Result, Tool, ToolContext
@@ -80,15 +80,22 @@ class _LazyIndex:
         return self._index
 
 
-def search_tool(deferred: Sequence[Tool], *, limit: int = 5) -> Tool:
-    """The `tool_search` tool over `deferred` (the tools whose definitions are held back)."""
+def search_tool(
+    deferred: Sequence[Tool], *, limit: int = 5, visible: Callable[[Tool], bool] | None = None
+) -> Tool:
+    """The `tool_search` tool over `deferred` (the tools whose definitions are held back).
+
+    `visible` (the `access:` entries, for the caller of each search) leaves out the tools the
+    caller may not see: a search must not reveal what `tools/list` hides."""
     index = _LazyIndex(deferred)
     by_name = {t.name: t for t in deferred}
 
     async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
         query: str = arguments["query"]
         mode: str = arguments.get("mode", "keywords")
-        count: int = arguments.get("limit", limit)
+        wanted: int = arguments.get("limit", limit)
+        # Asked for every match when some may be left out, so the caller still gets `wanted`.
+        count = wanted if visible is None else len(deferred)
         complete = True
         # On a worker thread: the first search builds the index (0.35-0.65 s for GitHub's
         # 1,223 tools) and a regex search may take REGEX_BUDGET; on the loop, that would stall
@@ -102,7 +109,10 @@ def search_tool(deferred: Sequence[Tool], *, limit: int = 5) -> Tool:
                 )
         else:
             hits = await run_in_worker(lambda: index.get().search(query, count))
-        result = found(query, [by_name[h.name] for h in hits])
+        tools = [by_name[h.name] for h in hits]
+        if visible is not None:
+            tools = [t for t in tools if visible(t)][:wanted]
+        result = found(query, tools)
         if complete:
             return result
         note = "\n(The pattern is slow: only part of the tools were searched. Simplify it.)"

@@ -34,16 +34,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextvars
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base import Caller, acting_as, current_caller
 from ..manifest.model import ServeAuth
 from .responses import send_json
 
@@ -54,6 +54,7 @@ __all__ = [
     "CLOCK_SKEW_S",
     "JWKS_MAX_AGE_S",
     "JWKS_REFETCH_FLOOR_S",
+    "TOKEN_CALLER",
     "Caller",
     "Refusal",
     "TokenValidator",
@@ -84,33 +85,6 @@ _JWT_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})
 
 
 @dataclass(frozen=True, kw_only=True)
-class Caller:
-    """Who a validated access token stands for.
-
-    Made from the token's claims (a JWT) or the introspection answer (an opaque token); claims
-    the issuer did not send are empty, never guessed.
-    """
-
-    subject: str | None
-    """`sub`: the user (or, for a client-credentials token, often the client); unique per
-    issuer."""
-    issuer: str
-    """`iss`: the authorization server that issued the token."""
-    client_id: str | None = None
-    """The OAuth client the token was issued to (`client_id`, else `azp`)."""
-    scopes: frozenset[str] = frozenset()
-    """`scope` (space-separated) or `scp` (a list)."""
-    groups: tuple[str, ...] = ()
-    """The claim `groups_claim` names (default `groups`)."""
-    roles: tuple[str, ...] = ()
-    """The claim `roles_claim` names (default `roles`)."""
-    expires_at: float | None = None
-    """`exp`, seconds since the epoch."""
-    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
-    """Every claim, read-only (the JWT's payload or the introspection answer)."""
-
-
-@dataclass(frozen=True, kw_only=True)
 class Refusal:
     """A token that was not accepted: what the client is told, and why (for the log only)."""
 
@@ -123,17 +97,6 @@ class Refusal:
     """Exactly why, for the server's operator; never sent to the client."""
     scope: str = ""
     """insufficient_scope: the scopes needed, space-separated."""
-
-
-_current: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
-    "toolnexus_serve_caller", default=None
-)
-
-
-def current_caller() -> Caller | None:
-    """The caller whose request is being handled, or None (stdio, a static `--token`, no
-    authentication, or outside a request)."""
-    return _current.get()
 
 
 # --- keys --------------------------------------------------------------------------------------
@@ -636,6 +599,16 @@ _ASGIApp = Callable[
 _CALLER_KEY = "toolnexus.caller"
 """Where the gate leaves the `Caller` in the ASGI scope (the MCP handlers read it from there)."""
 
+TOKEN_CALLER = Caller(subject="token", issuer="")
+"""The caller of every request a static `--token` admits: one person, known by no claim. So
+`access:` entries apply to it as to anyone (a tool an entry names is hidden unless an entry
+admits `subjects: [token]`), rather than a static token seeing what no OAuth caller may."""
+
+
+def remember_caller(scope: MutableMapping[str, Any], caller: Caller) -> None:
+    """Leave `caller` in an ASGI request's scope, for `bind_caller`."""
+    scope[_CALLER_KEY] = caller
+
 
 class OAuthGate:
     """ASGI middleware: every HTTP request but `exempt` paths carries a token `validator`
@@ -684,7 +657,7 @@ class OAuthGate:
         # opened by one caller is unknown to every other.
         scope["user"] = user
         scope["auth"] = AuthCredentials(sorted(verdict.scopes))
-        scope[_CALLER_KEY] = verdict
+        remember_caller(scope, verdict)
         reset = auth_context_var.set(user)
         try:
             await self.app(scope, receive, send)
@@ -763,8 +736,5 @@ async def bind_caller(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> A
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     caller = scope.get(_CALLER_KEY) if isinstance(scope, Mapping) else None
-    reset = _current.set(caller)
-    try:
+    with acting_as(caller):
         return await call_next(ctx)
-    finally:
-        _current.reset(reset)

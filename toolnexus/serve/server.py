@@ -57,6 +57,7 @@ from .approvals import (
 )
 from .approvals import approval_secret as approval_secret_from_env
 from .drain import DEFAULT_GRACE, Drain, draining_server
+from .identity import TOKEN_CALLER, remember_caller
 from .metrics import INSTALL_HINT, METRICS_PATH, Metrics, answer_label, outcome, tool_label
 from .responses import send_json
 
@@ -641,9 +642,7 @@ async def _serve_stdio_manifest(
     from .forward import refuse_unforwarded as ask
 
     async with await acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask) as tk:
-        await serve_stdio(
-            tk, approval_timeout=approval_timeout, approval_secret=approval_secret
-        )
+        await serve_stdio(tk, approval_timeout=approval_timeout, approval_secret=approval_secret)
 
 
 # --- streamable HTTP --------------------------------------------------------------------------
@@ -677,6 +676,8 @@ class _BearerAuth:
                 headers=[(b"www-authenticate", b'Bearer realm="toolnexus"')],
             )
             return
+        if scope["type"] == "http":
+            remember_caller(scope, TOKEN_CALLER)
         await self.app(scope, receive, send)
 
 
@@ -924,7 +925,14 @@ def serve(options: ServeOptions) -> None:
     if options.http is not None:
         from ..manifest import load_manifest
 
-        auth = load_manifest(manifest).serve_auth  # a broken manifest fails here, before uvicorn
+        loaded = load_manifest(manifest)  # a broken manifest fails here, before uvicorn
+        auth = loaded.serve_auth
+        if loaded.access and auth is None and not options.token:
+            sys.stderr.write(
+                "toolnexus: warning: the manifest's access: entries apply to identified callers "
+                "(serve.auth, or the caller `token` of --token); this server identifies nobody, "
+                "so every client sees and may call every tool\n"
+            )
     address = _check(options, auth)
     secret = _take_secret()
     if options.state is not None:  # every toolkit built below, in any worker, reads it
