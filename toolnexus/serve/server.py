@@ -52,6 +52,7 @@ from .approvals import (
     APPROVAL_SECRET_ENV,
     SHOWN_MAX,
     Approvals,
+    StoreUsedApprovals,
     call_digest,
     show_arguments,
 )
@@ -330,7 +331,11 @@ def _build_server(
     from .log import ClientLogLevels, forward_logs
 
     name = name or toolkit.name or "toolnexus"
-    approvals = Approvals(secret=secret or approval_secret_from_env(), ttl=approval_timeout)
+    approvals = Approvals(
+        secret=secret or approval_secret_from_env(),
+        ttl=approval_timeout,
+        used=StoreUsedApprovals(store=toolkit.store),  # Redis with `--state`: one record for all
+    )
 
     announcer = _Announcer()
     searches = SessionStates()  # each client's loaded deferred tools

@@ -1,10 +1,12 @@
-"""Shared state: where rate limits and cached results live.
+"""Shared state: where rate limits, cached results, tool-search sessions and the single-use
+records of approvals live.
 
 In-process by default (embedded, nothing to run: one toolkit counts alone). With a Redis URL
 (`create_toolkit(state="redis://host:6379/0")`, `TOOLNEXUS_STATE_URL`, `toolnexus serve --state
 URL`), every toolkit and replica pointed at the same Redis holds one rate limit together and
-shares one cache. A store that cannot be reached is an error (`StateUnavailable`), never a
-quiet fallback to counting in-process: N replicas counting alone let N times the limit through.
+shares one cache, one record of used approvals and each client's tool-search session. A store
+that cannot be reached is an error (`StateUnavailable`), never a quiet fallback to counting
+in-process: N replicas counting alone let N times the limit through.
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ class StateBackend(Protocol):
 
     async def delete(self, key: str) -> None:
         """Forget `key` (nothing happens when it is not there)."""
+        ...
+
+    async def claim(self, key: str, *, ttl: float) -> bool:
+        """Take `key` for `ttl` seconds: True for the one call that took it, False for every
+        other call (from any toolkit or replica on the store) until it expires. What makes a
+        single-use record single-use everywhere (an approval redeemed on one replica cannot
+        be replayed on another).
+
+        Raises:
+            StateUnavailable: the store did not answer (nothing may be assumed taken or free).
+        """
         ...
 
     async def check(self) -> None:
