@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError
 
-__all__ = ["STATE_URL_ENV", "StateBackend", "open_state"]
+__all__ = ["STATE_URL_ENV", "StateBackend", "check_state_url", "open_state"]
 
 STATE_URL_ENV = "TOOLNEXUS_STATE_URL"
 """The environment variable naming the state store when `state=` is not given."""
@@ -97,15 +97,28 @@ def open_state(url: str | None = None) -> StateBackend:
         ConfigError: an unknown scheme (with the ones accepted).
         ImportError: a Redis URL without redis-py installed (the message has the pip line).
     """
-    if url is None or url in {"", "memory://"}:
+    if check_state_url(url) == "memory":
         from .memory import MemoryState
 
         return MemoryState()
+    from .redis import RedisState
+
+    assert url is not None
+    return RedisState(url)
+
+
+def check_state_url(url: str | None) -> str:
+    """The kind of store `url` names, `memory` or `redis`, without opening it (what
+    `toolnexus validate` checks of `serve: {state: ...}`).
+
+    Raises:
+        ConfigError: an unknown scheme, with the closest known one and the ones accepted.
+    """
+    if url is None or url in {"", "memory://"}:
+        return "memory"
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisState
-
-        return RedisState(url)
+        return "redis"
     from .._suggest import did_you_mean
 
     hint = did_you_mean(scheme, _SCHEMES) if scheme else ""
