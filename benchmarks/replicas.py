@@ -106,7 +106,9 @@ http {{
   access_log off;
   client_body_temp_path {root}/body;
   proxy_temp_path {root}/proxy;
-  upstream replicas {{ {servers} keepalive 64; }}
+  # Idle upstream connections closed before uvicorn's own 5 s keep-alive ends them: a request
+  # sent on a connection the replica is closing is a 502 (a POST is not retried elsewhere).
+  upstream replicas {{ {servers} keepalive 64; keepalive_timeout 4s; }}
   server {{
     listen 127.0.0.1:{listen};
     location / {{

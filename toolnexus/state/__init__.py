@@ -1,12 +1,12 @@
-"""Shared state: where rate limits, cached results, tool-search sessions and the single-use
-records of approvals live.
+"""Shared state: where rate limits, cached results and the single-use records of approvals
+live.
 
 In-process by default (embedded, nothing to run: one toolkit counts alone). With a Redis URL
 (`create_toolkit(state="redis://host:6379/0")`, `TOOLNEXUS_STATE_URL`, `toolnexus serve --state
-URL`), every toolkit and replica pointed at the same Redis holds one rate limit together and
-shares one cache, one record of used approvals and each client's tool-search session. A store
-that cannot be reached is an error (`StateUnavailable`), never a quiet fallback to counting
-in-process: N replicas counting alone let N times the limit through.
+URL`, the manifest's `serve: {state: URL}`), every toolkit and replica pointed at the same
+Redis holds one rate limit together and shares one cache and one record of used approvals. A
+store that cannot be reached is an error (`StateUnavailable`), never a quiet fallback to
+counting in-process: N replicas counting alone let N times the limit through.
 """
 
 from __future__ import annotations
