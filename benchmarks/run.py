@@ -1239,6 +1239,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "langchain": lambda: __import__("integration_langchain").bench(),
     "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
     "state": lambda: __import__("state").bench(),  # benchmarks/state.py
+    "replicas": lambda: __import__("replicas").bench(),  # benchmarks/replicas.py
     "tool_search": lambda: __import__("tool_search").bench_tool_search(),
     "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
     "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),

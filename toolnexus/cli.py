@@ -94,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also check that this manifest's MCP servers start",
     )
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="also ask a running `toolnexus serve --http` at URL (its /healthz) how it is: "
+        "state store, drain, reload watch",
+    )
 
     p = sub.add_parser("watch", help="reload on every change and print what changed")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -519,12 +525,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             out.write(f"{module:<11} {ok}  {why}\n")
         except ImportError:
             out.write(f"{module:<11} {no}  {why}: pip install 'toolnexus[builtin]'\n")
+    code = EXIT_OK if args.url is None or _report_health(args.url, out) else EXIT_FAILED
     if args.file is None:
-        return EXIT_OK
+        return code
     from .toolkit import create_toolkit
 
     _require_file(args.file)
-    code = EXIT_OK
     try:
         toolkit = create_toolkit(args.file)
     except SourceError as exc:  # a required server did not start: that is the diagnosis
@@ -538,6 +544,26 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             out.write(f"  {_paint('meets no tool', '31', out)}  {issue}\n")
             code = EXIT_FAILED
     return code
+
+
+def _report_health(url: str, out: IO[str]) -> bool:
+    """A running server's health and reload watch, as its `/healthz` tells; False when it is
+    not healthy or its watch is lost."""
+    from .serve.health import read_health
+
+    health = read_health(url)
+    shown = _paint(health.status, "32" if health.status == "ok" else "31", out)
+    seen = f"generation {health.generation}" if health.generation is not None else health.detail
+    out.write(f"server      {health.url}: {shown}  {seen}\n")
+    if health.watch == "lost":
+        files = _plural(health.missing, "watched file")
+        out.write(
+            f"  watch     {_paint('lost', '31', out)}  {files} gone (the server's log names "
+            "them); the last good tools keep serving, and the watch reloads when they are back\n"
+        )
+    elif health.watch is not None:
+        out.write(f"  watch     {_paint('ok', '32', out)}  watching the manifest's files\n")
+    return health.healthy
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:

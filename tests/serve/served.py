@@ -17,12 +17,16 @@ STARTUP = 60.0
 
 
 @contextlib.contextmanager
-def serve_http(manifest: Path, env: dict[str, str]) -> Iterator[str]:
-    """Serve `manifest` over streamable HTTP on a free port; yield the endpoint's URL; stop the
-    whole process group afterwards (SIGTERM, then SIGKILL if it lingers)."""
+def serve_http(manifest: Path, env: dict[str, str], *args: str) -> Iterator[str]:
+    """Serve `manifest` over streamable HTTP on a free port (with more `args` for `serve`);
+    yield the endpoint's URL; stop the whole process group afterwards (SIGTERM, then SIGKILL if
+    it lingers)."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolnexus", "serve", str(manifest), "--http", f"127.0.0.1:{port}"],
+        [
+            *(sys.executable, "-m", "toolnexus", "serve", str(manifest)),
+            *("--http", f"127.0.0.1:{port}", *args),
+        ],
         cwd=manifest.parent,
         env=env,
         stdin=subprocess.DEVNULL,

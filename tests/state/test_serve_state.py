@@ -3,6 +3,9 @@ across processes and workers, and a `/healthz` that fails while Redis is away.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -10,7 +13,8 @@ import httpx2
 import pytest
 
 from ..conftest import free_port
-from ..test_serve import http_client, serving
+from ..serve.served import serve_http
+from ..test_serve import REPO, http_client, serving
 from .conftest import LIMITED, RedisServer
 
 pytestmark = pytest.mark.anyio
@@ -82,3 +86,82 @@ def test_serve_refuses_an_unknown_state_url(
     code = main(["serve", str(manifest), "--http", "127.0.0.1:0", "--state", "redis//x:1"])
     assert code == 2
     assert "unknown state store 'redis//x:1'" in capsys.readouterr().err
+
+
+# --- which store: `--state` > the manifest's `serve: {state: ...}` > TOOLNEXUS_STATE_URL ---------
+
+DECLARED = """
+version: 1
+serve:
+  state: ${REDIS_URL}
+middleware:
+  - rate_limit: {calls: 3, per: 1h, max_wait: 0}
+tools:
+  - name: ping
+    command: [echo, pong]
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env | extra
+
+
+async def _pings(url: str, count: int) -> list[str]:
+    async with http_client(url, token=None) as client:
+        results = [await client.call_tool("ping", {}) for _ in range(count)]
+    return [r.content[0].text.strip() for r in results]  # type: ignore[union-attr]
+
+
+async def test_the_manifest_names_the_store_and_the_flag_overrides_it(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """`serve: {state: ${REDIS_URL}}`: two replicas share one limit through it, even with
+    `TOOLNEXUS_STATE_URL` naming a store nobody runs (the manifest wins over the environment);
+    `--state memory://` on a third keeps its own count (the flag wins over the manifest)."""
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(DECLARED)
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    env = _env(REDIS_URL=redis_server.url, TOOLNEXUS_STATE_URL=nowhere)
+    with (
+        serve_http(manifest, env) as one,
+        serve_http(manifest, env) as two,
+        serve_http(manifest, env, "--state", "memory://") as alone,
+    ):
+        with anyio.fail_after(WAIT):
+            texts = await _pings(one, 2) + await _pings(two, 2)
+            assert texts.count("pong") == 3, texts
+            assert "rate limit reached for 'ping'" in texts[-1]
+            assert await _pings(alone, 3) == ["pong"] * 3
+            async with httpx2.AsyncClient(timeout=WAIT) as http:
+                assert (await http.get(one.replace("/mcp", "/healthz"))).status_code == 200
+
+
+def test_a_typo_in_the_manifests_store_fails_validate_at_its_line(tmp_path: Path) -> None:
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(DECLARED.replace("${REDIS_URL}", "redsi://127.0.0.1:6379/0"))
+    typo = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "validate", str(manifest)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert typo.returncode == 1
+    assert f"{manifest}:4:10: serve.state: unknown state store" in typo.stderr
+    assert "did you mean 'redis'?" in typo.stderr
+    manifest.write_text(DECLARED.replace("state:", "stat:"))
+    typo = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "validate", str(manifest)],
+        env=_env(REDIS_URL="redis://127.0.0.1:6379/0"),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert typo.returncode == 1
+    assert f"{manifest}:4:3: serve.stat: unknown key 'stat' in serve; did you mean 'state'?" in (
+        typo.stderr
+    )

@@ -293,6 +293,7 @@ class _Loader:
             tool_search=header.get("tool_search"),
             tool_search_site=header.get("__tool_search_site__"),
             serve_auth=header.get("__serve_auth__"),
+            serve_state=header.get("__serve_state__"),
         )
 
     def sorted_issues(self) -> list[ManifestIssue]:
@@ -538,8 +539,11 @@ class _Loader:
                     "move it there"
                 )
                 self.issue(ctx, ("serve",), message, "schema")
-            elif "auth" in data["serve"]:
-                header["__serve_auth__"] = self.serve_auth(data["serve"]["auth"], ctx)
+            else:
+                if "auth" in data["serve"]:
+                    header["__serve_auth__"] = self.serve_auth(data["serve"]["auth"], ctx)
+                if "state" in data["serve"]:
+                    header["__serve_state__"] = self.serve_state(data["serve"]["state"], ctx)
         header["__defaults__"] = own
         header["__middleware__"] = middleware
         return header
@@ -563,6 +567,18 @@ class _Loader:
         except ConfigError as exc:
             self.issue(ctx, ("serve", *_parse_field(exc.field)), exc.message, "schema")
             return None
+
+    def serve_state(self, url: str, ctx: _File) -> str | None:
+        """`serve.state` (a string, interpolated): a store URL whose scheme is known, else
+        reported at its line with the schemes accepted."""
+        from ..state import check_state_url
+
+        try:
+            check_state_url(url)
+        except ConfigError as exc:
+            self.issue(ctx, ("serve", "state"), exc.message, "schema")
+            return None
+        return url
 
     def drop(self, data: Mapping[str, Any], broken: Sequence[NodePath]) -> None:
         """Record what the broken parts of a document would have declared (`self.dropped`)."""

@@ -374,3 +374,6 @@ class Manifest:
     """Where `tool_search:` is written, for the builder's complaints about it."""
     serve_auth: ServeAuth | None = None
     """The top manifest's `serve: {auth: ...}`: `toolnexus serve` checks callers' OAuth tokens."""
+    serve_state: str | None = None
+    """The top manifest's `serve: {state: URL}`: the store `toolnexus serve` shares between
+    workers and replicas (`--state` overrides it; it overrides `TOOLNEXUS_STATE_URL`)."""

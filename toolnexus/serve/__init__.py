@@ -5,8 +5,9 @@ request meets.
 to the client; `forward` passes upstream servers' questions (elicitation, sampling) on to the
 client; `identity` checks callers' OAuth access tokens and says who is calling (`Caller`,
 `current_caller()`), `metadata` publishes where clients log in (RFC 9728), and `metrics`
-counts calls and approvals for Prometheus (`GET /metrics`). State shared
-between replicas belongs here too.
+counts calls and approvals for Prometheus (`GET /metrics`), and `health` reads a running
+server's `/healthz` from another process (`toolnexus doctor --url`). The state replicas share
+is in `toolnexus.state`: plain toolkits use it too.
 
 The names below are the documented entry points (`toolnexus.serve.http_app`, `uvicorn
 toolnexus.serve:app_from_env --factory`); importing this package does not import `mcp`,

@@ -16,8 +16,10 @@ whose arguments are too long to show (`SHOWN_MAX`) is refused without asking.
 The secret comes from `TOOLNEXUS_APPROVAL_SECRET` (at least 32 bytes), shared by every worker
 and replica; without it each server makes its own, and a ticket works only on the worker that
 issued it. `toolnexus serve --workers N` makes one for its workers when none is set. The used
-record is in process: with several workers or replicas a ticket is single-use per worker until
-the state backend (Redis) holds it.
+record is kept where the toolkit keeps its state (`StoreUsedApprovals`): in process by default,
+and with a Redis store (`serve --state`) in Redis, claimed there with one atomic `SET NX`, so a
+ticket redeemed on one worker or replica is refused as used on every other. A store that does
+not answer refuses the call: a ticket whose single use cannot be recorded approves nothing.
 """
 
 from __future__ import annotations
@@ -32,15 +34,19 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ..errors import ApprovalDenied, ConfigError
+from ..errors import ApprovalDenied, ConfigError, StateUnavailable
+
+if TYPE_CHECKING:
+    from ..state import StateBackend
 
 __all__ = [
     "APPROVAL_SECRET_ENV",
     "SHOWN_MAX",
     "Approvals",
     "InProcessUsedApprovals",
+    "StoreUsedApprovals",
     "UsedApprovals",
     "approval_secret",
     "call_digest",
@@ -142,6 +148,29 @@ class InProcessUsedApprovals:
         return True
 
 
+_CLOCK_SKEW: Final = 60.0
+"""Seconds a shared record outlives its ticket: replicas' clocks differ a little, and one whose
+clock is behind must still find the record while it thinks the ticket valid."""
+
+
+@dataclass(kw_only=True)
+class StoreUsedApprovals:
+    """`UsedApprovals` on a state store (`toolkit.store`): with Redis, one record for every
+    worker and replica, each nonce claimed by one atomic `SET NX` with an expiry."""
+
+    store: StateBackend
+    prefix: str = "approval:"
+
+    async def claim(self, nonce: str, expires_at: float) -> bool:
+        """As `UsedApprovals.claim`.
+
+        Raises:
+            StateUnavailable: the store did not answer.
+        """
+        ttl = max(expires_at - _now(), 0.0) + _CLOCK_SKEW
+        return await self.store.claim(self.prefix + nonce, ttl=ttl)
+
+
 # --- tickets ----------------------------------------------------------------------------------
 
 
@@ -229,7 +258,14 @@ class Approvals:
                 f"the approval expired: an approval question holds for {self.ttl:g} s, so the "
                 "call was not run; call the tool again to have the user asked again"
             )
-        if not await self._used.claim(str(claims.get("n")), float(expires)):
+        try:
+            fresh = await self._used.claim(str(claims.get("n")), float(expires))
+        except StateUnavailable as exc:
+            raise ApprovalDenied(
+                f"this approval could not be checked for single use ({exc}), so the "
+                "call was not run; call the tool again once the state store answers"
+            ) from exc
+        if not fresh:
             raise ApprovalDenied(
                 "this approval was already used for a call: each approval runs one call, so "
                 "this one was not run; call the tool again to have the user asked again"

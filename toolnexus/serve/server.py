@@ -52,6 +52,7 @@ from .approvals import (
     APPROVAL_SECRET_ENV,
     SHOWN_MAX,
     Approvals,
+    StoreUsedApprovals,
     call_digest,
     show_arguments,
 )
@@ -99,6 +100,8 @@ _ENV_STATELESS = "TOOLNEXUS_SERVE_STATELESS"
 _ENV_WATCH = "TOOLNEXUS_SERVE_WATCH"
 _ENV_APPROVAL_TIMEOUT = "TOOLNEXUS_SERVE_APPROVAL_TIMEOUT"
 _ENV_METRICS_PUBLIC = "TOOLNEXUS_SERVE_METRICS_PUBLIC"
+_ENV_STATE = "TOOLNEXUS_SERVE_STATE"
+"""`--state` for the workers: apart from `TOOLNEXUS_STATE_URL`, which the manifest overrides."""
 
 _APPROVAL_KEY = "toolnexus/approval"
 """The key of our question in an `InputRequiredResult` and of its answer in the retry."""
@@ -143,8 +146,8 @@ class ServeOptions:
     approval_timeout: float = APPROVAL_TIMEOUT_S
     """Seconds the client's user has to answer an approval question."""
     state: str | None = None
-    """The state store's URL (`redis://...`) every worker shares; None: `TOOLNEXUS_STATE_URL`,
-    else each process alone."""
+    """The state store's URL (`redis://...`) every worker shares; None: the manifest's `serve:
+    {state: ...}`, else `TOOLNEXUS_STATE_URL`, else each process alone."""
     metrics_public: bool = False
     """Serve `/metrics` without authentication (for a scraper on a cluster-internal network)."""
 
@@ -331,7 +334,11 @@ def _build_server(
     from .log import ClientLogLevels, forward_logs
 
     name = name or toolkit.name or "toolnexus"
-    approvals = Approvals(secret=secret or approval_secret_from_env(), ttl=approval_timeout)
+    approvals = Approvals(
+        secret=secret or approval_secret_from_env(),
+        ttl=approval_timeout,
+        used=StoreUsedApprovals(store=toolkit.store),  # Redis with `--state`: one record for all
+    )
 
     announcer = _Announcer()
     searches = SessionStates()  # each client's loaded deferred tools
@@ -636,13 +643,21 @@ async def serve_stdio(
 
 
 async def _serve_stdio_manifest(
-    manifest: Path, *, watch: bool, approval_timeout: float, approval_secret: bytes | None
+    manifest: Path,
+    *,
+    watch: bool,
+    approval_timeout: float,
+    approval_secret: bytes | None,
+    state: str | None,
 ) -> None:
     from ..toolkit import acreate_toolkit
     from .forward import refuse_unforwarded as ask
 
-    async with await acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask) as tk:
-        await serve_stdio(tk, approval_timeout=approval_timeout, approval_secret=approval_secret)
+    toolkit = acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask, state=state)
+    async with await toolkit as tk:
+        await serve_stdio(
+            tk, approval_timeout=approval_timeout, approval_secret=approval_secret
+        )
 
 
 # --- streamable HTTP --------------------------------------------------------------------------
@@ -727,6 +742,7 @@ def http_app(
     approval_timeout: float = APPROVAL_TIMEOUT_S,
     approval_secret: bytes | None = None,
     metrics_public: bool = False,
+    state: str | None = None,
 ) -> Starlette:
     """An ASGI app serving a toolkit over streamable HTTP at `/mcp`, with `GET /healthz` and
     the Prometheus metrics at `GET /metrics` (see `toolnexus.serve.metrics`).
@@ -752,6 +768,9 @@ def http_app(
         metrics_public: serve `/metrics` without authentication, for a Prometheus scraper on
             a network only it reaches; by default it needs what `/mcp` needs (the counts name
             the tools and how they are used).
+        state: with a manifest path, the URL of the state store its toolkit uses (`--state`);
+            default: the manifest's `serve: {state: ...}`, else `TOOLNEXUS_STATE_URL`, else
+            in process. Unused with a `Toolkit`, which has its store already.
 
     Raises:
         ConfigError: `host` is not a loopback address and no token or auth was given, both a
@@ -768,10 +787,12 @@ def http_app(
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    if auth is None and isinstance(source, str | Path):
+    if (auth is None or state is None) and isinstance(source, str | Path):
         from ..manifest import load_manifest
 
-        auth = load_manifest(Path(source)).serve_auth
+        declared = load_manifest(Path(source))
+        auth = auth or declared.serve_auth
+        state = state or declared.serve_state  # then TOOLNEXUS_STATE_URL, in acreate_toolkit
     _require_token(host, token, auth)
     secret = approval_secret or approval_secret_from_env()
     endpoint = _Endpoint()
@@ -792,7 +813,7 @@ def http_app(
                 from .forward import refuse_unforwarded as ask
 
                 toolkit = await acreate_toolkit(
-                    Path(source), watch=watch, elicitation=ask, sampling=ask
+                    Path(source), watch=watch, elicitation=ask, sampling=ask, state=state
                 )
                 stack.push_async_callback(toolkit.aclose)
             server, listener = _build_server(toolkit, None, approval_timeout, secret, metrics)
@@ -899,6 +920,7 @@ def app_from_env() -> Starlette:
         approval_timeout=timeout,
         approval_secret=_take_secret(),
         metrics_public=os.environ.get(_ENV_METRICS_PUBLIC) == "1",
+        state=os.environ.get(_ENV_STATE) or None,
     )
 
 
@@ -920,25 +942,19 @@ def serve(options: ServeOptions) -> None:
         ConfigError: an option is wrong (a `ValueError`: the command exits with code 2).
         ManifestError: the manifest is invalid.
     """
-    manifest = options.manifest.resolve()
-    auth = None
-    if options.http is not None:
-        from ..manifest import load_manifest
+    from ..manifest import load_manifest
 
-        loaded = load_manifest(manifest)  # a broken manifest fails here, before uvicorn
-        auth = loaded.serve_auth
-        if loaded.access and auth is None and not options.token:
-            sys.stderr.write(
-                "toolnexus: warning: the manifest's access: entries apply to identified callers "
-                "(serve.auth, or the caller `token` of --token); this server identifies nobody, "
-                "so every client sees and may call every tool\n"
-            )
+    manifest = options.manifest.resolve()
+    declared = load_manifest(manifest)  # a broken manifest fails here, before uvicorn
+    auth = declared.serve_auth if options.http is not None else None
+    if options.http is not None and declared.access and auth is None and not options.token:
+        sys.stderr.write(
+            "toolnexus: warning: the manifest's access: entries apply to identified callers "
+            "(serve.auth, or the caller `token` of --token); this server identifies nobody, "
+            "so every client sees and may call every tool\n"
+        )
     address = _check(options, auth)
     secret = _take_secret()
-    if options.state is not None:  # every toolkit built below, in any worker, reads it
-        from ..state import STATE_URL_ENV
-
-        os.environ[STATE_URL_ENV] = options.state
     if address is None:
         asyncio.run(
             _serve_stdio_manifest(
@@ -946,6 +962,7 @@ def serve(options: ServeOptions) -> None:
                 watch=options.watch,
                 approval_timeout=options.approval_timeout,
                 approval_secret=secret,
+                state=options.state or declared.serve_state,
             )
         )
         return
@@ -984,6 +1001,7 @@ def serve(options: ServeOptions) -> None:
             approval_timeout=options.approval_timeout,
             approval_secret=secret,
             metrics_public=options.metrics_public,
+            state=options.state,
         )
         # Drained first, so what is left at shutdown are idle event streams: close them soon.
         config = uvicorn.Config(
@@ -1000,6 +1018,7 @@ def serve(options: ServeOptions) -> None:
             _ENV_WATCH: "1" if options.watch else "0",
             _ENV_APPROVAL_TIMEOUT: repr(options.approval_timeout),
             _ENV_METRICS_PUBLIC: "1" if options.metrics_public else "0",
+            _ENV_STATE: options.state or "",
             # One secret for every worker, so a retry may reach any of them: the operator's,
             # else one made now (the workers take it out of their environment).
             APPROVAL_SECRET_ENV: (secret or secrets.token_urlsafe(32).encode()).decode(),

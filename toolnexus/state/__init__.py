@@ -1,10 +1,12 @@
-"""Shared state: where rate limits and cached results live.
+"""Shared state: where rate limits, cached results and the single-use records of approvals
+live.
 
 In-process by default (embedded, nothing to run: one toolkit counts alone). With a Redis URL
 (`create_toolkit(state="redis://host:6379/0")`, `TOOLNEXUS_STATE_URL`, `toolnexus serve --state
-URL`), every toolkit and replica pointed at the same Redis holds one rate limit together and
-shares one cache. A store that cannot be reached is an error (`StateUnavailable`), never a
-quiet fallback to counting in-process: N replicas counting alone let N times the limit through.
+URL`, the manifest's `serve: {state: URL}`), every toolkit and replica pointed at the same
+Redis holds one rate limit together and shares one cache and one record of used approvals. A
+store that cannot be reached is an error (`StateUnavailable`), never a quiet fallback to
+counting in-process: N replicas counting alone let N times the limit through.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError
 
-__all__ = ["STATE_URL_ENV", "StateBackend", "open_state"]
+__all__ = ["STATE_URL_ENV", "StateBackend", "check_state_url", "open_state"]
 
 STATE_URL_ENV = "TOOLNEXUS_STATE_URL"
 """The environment variable naming the state store when `state=` is not given."""
@@ -63,6 +65,17 @@ class StateBackend(Protocol):
         """Forget `key` (nothing happens when it is not there)."""
         ...
 
+    async def claim(self, key: str, *, ttl: float) -> bool:
+        """Take `key` for `ttl` seconds: True for the one call that took it, False for every
+        other call (from any toolkit or replica on the store) until it expires. What makes a
+        single-use record single-use everywhere (an approval redeemed on one replica cannot
+        be replayed on another).
+
+        Raises:
+            StateUnavailable: the store did not answer (nothing may be assumed taken or free).
+        """
+        ...
+
     async def check(self) -> None:
         """Return when the store answers.
 
@@ -84,15 +97,28 @@ def open_state(url: str | None = None) -> StateBackend:
         ConfigError: an unknown scheme (with the ones accepted).
         ImportError: a Redis URL without redis-py installed (the message has the pip line).
     """
-    if url is None or url in {"", "memory://"}:
+    if check_state_url(url) == "memory":
         from .memory import MemoryState
 
         return MemoryState()
+    from .redis import RedisState
+
+    assert url is not None
+    return RedisState(url)
+
+
+def check_state_url(url: str | None) -> str:
+    """The kind of store `url` names, `memory` or `redis`, without opening it (what
+    `toolnexus validate` checks of `serve: {state: ...}`).
+
+    Raises:
+        ConfigError: an unknown scheme, with the closest known one and the ones accepted.
+    """
+    if url is None or url in {"", "memory://"}:
+        return "memory"
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisState
-
-        return RedisState(url)
+        return "redis"
     from .._suggest import did_you_mean
 
     hint = did_you_mean(scheme, _SCHEMES) if scheme else ""

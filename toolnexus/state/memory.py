@@ -9,6 +9,9 @@ __all__ = ["MemoryState"]
 
 _PRUNE_AT = 10_000
 """Buckets kept before the full ones are dropped (a bucket whose time is past is full anyway)."""
+_SWEEP_FIRST = 64
+"""Claims kept before the first sweep of ended ones; later sweeps wait for the record to double,
+so each claim costs O(1) on average however many are live."""
 
 
 class MemoryState:
@@ -24,6 +27,10 @@ class MemoryState:
         """Per bucket: the theoretical arrival time of the next call (GCRA), in nanoseconds of
         the monotonic clock: whole numbers, so no rounding can make a bucket with room wait."""
         self._values: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._claims: dict[str, float] = {}
+        """Per claimed key: when its claim ends (monotonic seconds). Never evicted before then,
+        unlike values: a record dropped early would let its key be claimed twice."""
+        self._sweep_at = _SWEEP_FIRST
 
     @property
     def url(self) -> str:
@@ -58,12 +65,24 @@ class MemoryState:
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
 
+    async def claim(self, key: str, *, ttl: float) -> bool:
+        now = time.monotonic()
+        if len(self._claims) >= self._sweep_at:  # drop ended claims once the record doubled
+            self._claims = {k: t for k, t in self._claims.items() if t > now}
+            self._sweep_at = max(_SWEEP_FIRST, 2 * len(self._claims))
+        ends = self._claims.get(key)
+        if ends is not None and ends > now:
+            return False
+        self._claims[key] = now + ttl
+        return True
+
     async def check(self) -> None:
         return None
 
     async def aclose(self) -> None:
         self._tat.clear()
         self._values.clear()
+        self._claims.clear()
 
 
 def gcra(

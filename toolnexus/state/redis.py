@@ -6,6 +6,7 @@ redis-py (the `redis` extra) is imported here only, so `import toolnexus` never 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -150,6 +151,17 @@ class RedisState:
             await self._redis().delete(self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
+
+    async def claim(self, key: str, *, ttl: float) -> bool:
+        from redis.exceptions import RedisError
+
+        try:  # SET NX PX: one atomic command, so two replicas never both take the key
+            taken = await self._redis().set(
+                self.prefix + key, b"1", nx=True, px=max(1, math.ceil(ttl * 1000))
+            )
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return bool(taken)
 
     async def check(self) -> None:
         from redis.exceptions import RedisError
