@@ -51,6 +51,23 @@ async def ask_name(ctx: Context) -> str:
     return f"no name: {answer.action}"
 
 
+@server.tool()
+async def ask_prefs(ctx: Context) -> str:
+    """Asks a form whose fields have defaults, and returns the content exactly as received
+    (no model on this side to fill the defaults in)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "color": {"type": "string", "default": "blue"},
+            "count": {"type": "integer", "default": 3},
+            "notify": {"type": "boolean", "default": False},
+        },
+    }
+    answer = await ctx.session.elicit_form("Preferences?", schema, ctx.request_id)
+    return f"{answer.action}: {sorted((answer.content or {}).items())}"
+
+
 @server.tool(structured_output=False)
 async def ask_by_input(ctx: Context) -> CallToolResult | InputRequiredResult:
     """Asks the user's name the 2026-07-28 way: an InputRequiredResult the client answers."""
