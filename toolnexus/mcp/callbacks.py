@@ -249,6 +249,32 @@ def _question_callback(
     return answer
 
 
+async def offer_url_elicitations(
+    server: str, handlers: McpHandlers, ctx: ToolContext, elicitations: Sequence[Any]
+) -> bool:
+    """Put each URL elicitation of a -32042 error to the call's (else the toolkit's)
+    elicitation handler; True when every one was accepted, so the call may be sent again.
+
+    A handler that fails counts as a refusal (logged): the call then fails, the toolkit
+    carries on.
+    """
+    handler = ctx.elicitation or handlers.elicitation
+    if handler is None:
+        return False
+    for params in elicitations:
+        request = ServerRequest(
+            server=server, params=params, call_id=ctx.call_id, tool_name=ctx.tool_name
+        )
+        try:
+            answer = _elicit_result(await _answered(handler, request), params)
+        except Exception:  # boundary: the application's handler must not end the call badly
+            logger.exception("the elicitation handler failed for MCP server '%s'", server)
+            return False
+        if getattr(answer, "action", None) != "accept":
+            return False
+    return True
+
+
 async def _answered(handler: Callable[[ServerRequest], Any], request: ServerRequest) -> Any:
     """The handler's answer. A sync handler runs on a worker thread: it is usually a person
     being asked (a terminal prompt, a UI round trip), and on the toolkit's loop thread it would
