@@ -39,12 +39,15 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 ROBOT = ("robot", "s3cret")
+CONFIDENTIAL = ("confidential", "c0nfidential")
+"""A confidential client registered beforehand for the authorization code flow."""
 state: dict[str, Any] = {
     "clients": {},  # client_id -> registration
     "codes": {},  # code -> grant
     "access": {},  # token -> {client_id, scopes, expires_at}
     "refresh": {},  # token -> {client_id, scopes}
-    "counts": {"register": 0, "authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0},
+    "counts": {"register": 0, "authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0,
+               "confidential": 0},
     "authorize_client_ids": [],
 }
 
@@ -114,7 +117,7 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
         redirect_uri = q["redirect_uri"]
         client = state["clients"].get(client_id)
         cimd = client_id.startswith("https://")
-        if client is None and not cimd and client_id != "pre-registered":
+        if client is None and not cimd and client_id not in ("pre-registered", CONFIDENTIAL[0]):
             return JSONResponse({"error": "invalid_client"}, status_code=400)
         if client is not None and redirect_uri not in client["redirect_uris"]:
             return JSONResponse({"error": "invalid_redirect_uri"}, status_code=400)
@@ -144,6 +147,13 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
                 return JSONResponse({"error": "invalid_grant", "why": "PKCE"}, status_code=400)
             if form.get("redirect_uri") != grant_record["redirect_uri"]:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            if grant_record["client_id"] == CONFIDENTIAL[0]:
+                # A confidential client registered beforehand authenticates (HTTP Basic).
+                pair = f"{CONFIDENTIAL[0]}:{CONFIDENTIAL[1]}".encode()
+                expected = base64.b64encode(pair).decode()
+                if request.headers.get("authorization", "") != f"Basic {expected}":
+                    return JSONResponse({"error": "invalid_client"}, status_code=401)
+                state["counts"]["confidential"] += 1
             state["counts"]["code"] += 1
             issued = _issue(grant_record["client_id"], grant_record["scopes"], ttl, refresh=True)
             return JSONResponse(issued)

@@ -52,12 +52,21 @@ def _issues(tmp_path: Path, entry: str) -> list[str]:
             "either `auth:` or an Authorization header",
         ),
         (
+            f"    url: {URL}\n    auth:\n      oauth:\n        client_id: x\n"
+            "        client_secrt: y\n",
+            "mcp_servers.docs.auth.oauth.client_secrt:",
+            "did you mean 'client_secret'",
+        ),
+        (
             f"    url: {URL}\n    auth:\n      oauth:\n        client_metadata_url: https://x/\n",
             "mcp_servers.docs.auth.oauth.client_metadata_url:",
             "an https URL with a path",
         ),
     ],
-    ids=["unknown-word", "unknown-key", "no-secret", "stdio", "with-header", "root-path"],
+    ids=[
+        "unknown-word", "unknown-key", "no-secret", "stdio", "with-header", "secret-typo",
+        "root-path",
+    ],
 )
 def test_bad_auth_is_a_located_error(tmp_path: Path, entry: str, field: str, said: str) -> None:
     issues = _issues(tmp_path, entry)
@@ -76,6 +85,8 @@ def test_bad_auth_is_a_located_error(tmp_path: Path, entry: str, field: str, sai
         ({"password": {}}, "auth.password", "unknown kind of auth 'password'"),
         ({"client_credentials": {"client_id": "x"}}, "auth.client_credentials.client_secret", ""),
         ({"oauth": {"client_metadata_url": "https://x/"}}, "auth.oauth.client_metadata_url", ""),
+        ({"oauth": {"client_secret": "s"}}, "auth.oauth.client_id", "give its `client_id`"),
+        ({"oauth": {"client_secrt": "s"}}, "auth.oauth.client_secrt", "unknown key"),
     ],
 )
 def test_parse_auth_names_the_field(value: object, field: str, said: str) -> None:

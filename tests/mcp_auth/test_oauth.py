@@ -252,6 +252,21 @@ def test_pre_registered_client_id_skips_registration(
         assert not toolkit.execute("whoami", {}).is_error
 
 
+def test_pre_registered_confidential_client_authenticates_with_its_secret(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    settings = parse_auth({"oauth": {"client_id": "confidential", "client_secret": "c0nfidential"}})
+    assert settings is not None and "c0nfidential" not in repr(settings)
+    _login(protected.url, browser, settings)
+    state = protected.state()
+    assert state["counts"]["register"] == 0
+    assert state["counts"]["confidential"] == 1  # the token endpoint checked the secret
+    assert state["authorize_client_ids"] == ["confidential"]
+    auth = "auth: {oauth: {client_id: confidential, client_secret: c0nfidential}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
 def test_client_credentials_headless(
     protected: Protected, token_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

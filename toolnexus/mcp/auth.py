@@ -50,7 +50,7 @@ __all__ = [
     "parse_auth",
 ]
 
-_OAUTH_KEYS = ("scopes", "client_id", "client_metadata_url")
+_OAUTH_KEYS = ("scopes", "client_id", "client_secret", "client_metadata_url")
 _CREDENTIALS_KEYS = ("client_id", "client_secret", "scopes", "issuer")
 _PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 """The redirect URI of a provider that never redirects (the non-interactive one)."""
@@ -69,7 +69,8 @@ class AuthSettings:
     """A client registered beforehand; without it the client registers itself (or uses
     `client_metadata_url`)."""
     client_secret: str | None = None
-    """client_credentials only; hidden from `repr`."""
+    """The secret of `client_id`: client_credentials, or a confidential client registered
+    beforehand for `oauth` (sent with HTTP Basic at the token endpoint); hidden from `repr`."""
     client_metadata_url: str | None = None
     """An https URL of a client ID metadata document, used as the client ID where the
     authorization server supports it (else dynamic registration)."""
@@ -104,7 +105,8 @@ def parse_auth(value: object) -> AuthSettings | None:
         return AuthSettings(grant="authorization_code")
     if not isinstance(value, Mapping) or len(value) != 1:
         raise ConfigError(
-            "expected `oauth`, `{oauth: {scopes, client_id, client_metadata_url}}` or "
+            "expected `oauth`, `{oauth: {scopes, client_id, client_secret, client_metadata_url}}` "
+            "or "
             f"`{{client_credentials: {{client_id, client_secret, scopes}}}}`, got {_kind(value)}",
             field="auth",
         )
@@ -134,10 +136,17 @@ def parse_auth(value: object) -> AuthSettings | None:
                 f"expected an https URL with a path (the client ID metadata document), got {url!r}",
                 field=f"{where}.client_metadata_url",
             )
+        if strings["client_secret"] is not None and strings["client_id"] is None:
+            raise ConfigError(
+                "a `client_secret` belongs to a client registered beforehand: give its "
+                "`client_id` too (e.g. `client_id: ${MY_CLIENT_ID}`)",
+                field=f"{where}.client_id",
+            )
         return AuthSettings(
             grant="authorization_code",
             scopes=scopes,
             client_id=strings["client_id"],
+            client_secret=strings["client_secret"],
             client_metadata_url=url,
         )
     for needed in ("client_id", "client_secret"):
@@ -455,10 +464,14 @@ def _user_login_class() -> type[Any]:
             if context.client_info is None and self._settings.client_id is not None:
                 from mcp.shared.auth import OAuthClientInformationFull
 
+                # A confidential client authenticates with HTTP Basic, the method every
+                # authorization server must support (RFC 6749 2.3.1); a public one with none.
+                secret = self._settings.client_secret
                 context.client_info = OAuthClientInformationFull(
                     client_id=self._settings.client_id,
+                    client_secret=secret,
                     redirect_uris=context.client_metadata.redirect_uris,
-                    token_endpoint_auth_method="none",
+                    token_endpoint_auth_method="client_secret_basic" if secret else "none",
                 )
             if context.oauth_metadata is None and record.get("server_metadata"):
                 context.oauth_metadata = OAuthMetadata.model_validate(record["server_metadata"])
