@@ -220,6 +220,22 @@ def test_step_up_on_insufficient_scope(
     assert "wanted_scope" not in TokenStore(token_file).get(protected.url)  # type: ignore[operator]
 
 
+def test_a_login_granting_the_scope_is_picked_up_by_running_toolkits(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    manifest = _manifest(tmp_path, protected.url)
+    with create_toolkit(manifest) as running, create_toolkit(manifest) as reloaded:
+        for toolkit in (running, reloaded):
+            assert "HTTP 403 insufficient_scope" in toolkit.execute("admin_op", {}).content
+        reloaded.reload()
+        _login(protected.url, browser)  # while both run: grants the scope
+        for toolkit in (running, reloaded):
+            result = toolkit.execute("admin_op", {})
+            assert not result.is_error, result.content
+            assert result.content == "admin done"
+
+
 def test_manifest_scopes_are_asked_for(
     protected: Protected, token_file: Path, browser: ScriptedBrowser
 ) -> None:

@@ -524,8 +524,18 @@ def _user_login_class() -> type[Any]:
                                 self._storage.save_metadata(self.context)
                         elif self._browser is None:
                             newer = None
-                            if challenge == 401 and not retried:
+                            if not retried:
                                 newer = self._storage.newer(self.context.current_tokens)
+                            if challenge == 403 and newer is not None:
+                                # A scope step-up: a login since (`toolnexus login`, in another
+                                # process) may have granted the scope. Its tokens, then the
+                                # request again, once.
+                                retried = True
+                                await flow.aclose()
+                                self._adopt(newer)
+                                flow = super()._auth_flow(request)
+                                outgoing = await flow.__anext__()
+                                continue
                             if challenge == 401 and not retried and (newer or self._can_refresh()):
                                 # Refused before its known expiry (revoked, clock skew, or
                                 # refreshed by another process): the stored tokens, else one
