@@ -219,9 +219,11 @@ def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mo
     # Interpolated values are masked process-wide from then on: a common word ("secret") would
     # be masked in every later test's messages ("client_***").
     monkeypatch.setenv("BILLING_CLIENT_SECRET", "billing-client-secret-value")
+    monkeypatch.setenv("WIKI_CLIENT_ID", "wiki")
+    monkeypatch.setenv("WIKI_CLIENT_SECRET", "wiki-client-secret-value")
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\n" + block)
-    assert check_manifest(path) == ([], 3, ())
+    assert check_manifest(path) == ([], 4, ())
 
 
 def test_login_names_the_servers_of_the_manifest(

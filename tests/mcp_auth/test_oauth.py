@@ -311,6 +311,28 @@ def test_client_credentials_headless(
         assert "check `client_id` and `client_secret`" in status["reason"]
 
 
+def test_client_credentials_with_a_signed_jwt(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    key = tmp_path / "signer.pem"
+    key.write_bytes(httpx.get(f"{protected.issuer}/test/client-key").content)
+    auth = (
+        f"auth: {{client_credentials: {{client_id: signer, private_key_file: '{key}', "
+        "scopes: [mcp, admin]}}"
+    )
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        result = toolkit.execute("admin_op", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["private_key_jwt"] == 1
+    assert not token_file.exists()
+
+    key.write_text("not a key")
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        status = toolkit.status()["docs"]
+    assert status["state"] == "failed"
+    assert "private_key_file" in status["reason"] and "PEM private key" in status["reason"]
+
+
 def test_client_credentials_step_up_is_headless(
     protected: Protected, token_file: Path, tmp_path: Path
 ) -> None:
