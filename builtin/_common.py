@@ -5,7 +5,8 @@
 - the read-before-write guard of `write`, `edit` and `apply_patch` (stamps in `ctx.state`);
 - write locks: one writer at a time per file, across threads, toolkits and processes;
 - refusals of read-only files and folders, and of git metadata (`_gitguard.py`);
-- atomic writes (synced temp file beside the target, then rename) and lossless UTF-8 text;
+- atomic writes (a synced unnamed file linked in by a rename, or a named temp file where the
+  filesystem has none) that leave nothing behind a crash, and lossless UTF-8 text;
 - blocking file work runs in a worker thread.
 
 The builtins import only top-level `toolnexus`, so the "did you mean" here is their own copy of
@@ -15,8 +16,10 @@ The builtins import only top-level `toolnexus`, so the "did you mean" here is th
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 import threading
@@ -329,72 +332,214 @@ def _folder_lock(ctx: ToolContext, folder: Path, deadline: float) -> Iterator[No
 # --- atomic writes --------------------------------------------------------------------------------
 
 
-def _temp_beside(path: Path) -> tuple[Path, int]:
-    """A new temp file next to `path` (same filesystem, so the final rename is atomic).
+_O_TMPFILE: int = getattr(os, "O_TMPFILE", 0) if os.path.isdir("/proc/self/fd") else 0
+"""`O_TMPFILE` where an unnamed file can be made and linked in (Linux, with /proc to link it
+through); 0 elsewhere, and the named temp file is used instead."""
 
-    Created with mode 0o666 so the kernel applies the umask, as for any new file.
+TEMP_GLOB = ".*.toolnexus-????????????.tmp"
+"""The tools' own temp files as a glob: `glob` and `grep` never list them."""
+
+_TEMP_NAME = re.compile(r"^\..+\.toolnexus-[0-9a-f]{12}\.tmp$")
+"""The same, as the sweep recognises them: nothing of another name is ever removed."""
+
+
+@dataclass(kw_only=True)
+class Staged:
+    """New content for `target`, written and synced, not yet in its place.
+
+    The file is unnamed (`O_TMPFILE`) until `install`, so a crash while it is written leaves
+    nothing; where the filesystem cannot make one, it is a named temp file beside the target.
+    Either way the open `fd` holds an `flock` on it until it is installed or discarded: a
+    named temp file whose lock is free was left by a writer that died, and the next write in
+    that folder removes it (`sweep_leftovers`).
     """
+
+    target: Path
+    fd: int
+    name: Path | None = None
+    """The temp file's name while it has one (always, on the fallback; for the instant between
+    link and rename, on `O_TMPFILE`)."""
+
+    def install(self, dest: Path | None = None) -> None:
+        """Put the content in place: rename it over `dest` (default: the target)."""
+        if self.name is None:
+            self.name = _link_beside(self.fd, self.target)
+        os.replace(self.name, dest or self.target)
+        self.name = None
+        self.close()
+
+    def discard(self) -> None:
+        """Drop the content; the target is left as it is. Safe to call twice."""
+        if self.name is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.name)
+            self.name = None
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.toolnexus-{secrets.token_hex(6)}.tmp")
+
+
+def _link_beside(fd: int, path: Path) -> Path:
+    """Give the unnamed file `fd` a temp name beside `path` (the rename that follows needs a
+    name: Linux has no link that replaces)."""
     for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        name = _temp_name(path)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            _link_fd(fd, name)
         except FileExistsError:
             continue
-        return tmp, fd
+        return name
     raise ToolError(f"could not create a temporary file beside {path.name!r}; try again")
 
 
-def write_temp(path: Path, data: bytes) -> Path:
-    """Write `data` to a synced temp file beside `path`, with `path`'s mode and owner if it
-    exists (the owner where we may set it: as root, or a group we belong to).
+def _link_fd(fd: int, name: Path) -> None:
+    """Give the open file `fd` the name `name`: linkat through /proc with AT_SYMLINK_FOLLOW
+    (which needs no privilege, unlike AT_EMPTY_PATH). Python passes that flag only when a
+    `src_dir_fd` is given; a plain `os.link` of the /proc path would link the symlink itself."""
+    proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
+    finally:
+        os.close(proc)
+
+
+def _open_temp(path: Path) -> tuple[int, Path | None]:
+    """A new temp file for `path`, locked: unnamed where possible, else named beside it.
+
+    Created with mode 0o666 so the kernel applies the umask, as for any new file.
+    """
+    if _O_TMPFILE:
+        try:
+            fd = os.open(path.parent, _O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return fd, None
+    for _ in range(100):
+        name = _temp_name(path)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        # Without locks on this filesystem the sweep never removes it (doubt keeps it).
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        # A sweep may have taken the name away between the open and the lock: take another.
+        try:
+            if os.stat(name, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return fd, name
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    raise ToolError(f"could not create a temporary file beside {path.name!r}; try again")
+
+
+def sweep_leftovers(folder: Path) -> None:
+    """Remove the temp files that writers killed mid-write left in `folder`.
+
+    Only a file that is certainly ours and abandoned goes: its name matches the tools' strict
+    pattern, it is a regular file of our user with one link, and its `flock` is free (a live
+    writer holds it until its temp file is installed or discarded; the kernel frees it when a
+    writer dies). Anything in doubt (locked, unreadable, another owner, a filesystem without
+    locks) is kept.
+    """
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return
+    with entries:
+        names = [e.name for e in entries if e.name.startswith(".") and _TEMP_NAME.match(e.name)]
+    for name in names:
+        _remove_if_abandoned(folder / name)
+
+
+def _remove_if_abandoned(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # held by a live writer, or no locks here
+        now = os.stat(path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            os.unlink(path)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def write_temp(path: Path, data: bytes, like: os.stat_result | None = None) -> Staged:
+    """Write `data` to a synced temp file for `path`, with the mode and owner of `like`
+    (default: `path`'s, if it exists; the owner where we may set it: as root, or a group we
+    belong to). Leftovers of killed writers in the folder are removed first.
 
     On any failure (a full disk, a size limit) the temp file is removed and `path` untouched.
     """
-    tmp, fd = _temp_beside(path)
+    sweep_leftovers(path.parent)
+    fd, name = _open_temp(path)
+    staged = Staged(target=path, fd=fd, name=name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        old = like
+        if old is None:
             try:
                 old = os.stat(path)
             except FileNotFoundError:
                 old = None
-            if old is not None:
-                mine = os.fstat(f.fileno())
-                if (old.st_uid, old.st_gid) != (mine.st_uid, mine.st_gid):
-                    # Before chmod: chown clears set-id bits.
-                    with contextlib.suppress(PermissionError):
-                        os.fchown(f.fileno(), old.st_uid, old.st_gid)
-                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+        if old is not None:
+            mine = os.fstat(fd)
+            if (old.st_uid, old.st_gid) != (mine.st_uid, mine.st_gid):
+                # Before chmod: chown clears set-id bits.
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, old.st_uid, old.st_gid)
+            os.fchmod(fd, stat.S_IMODE(old.st_mode))
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        staged.discard()
         raise
-    return tmp
+    return staged
 
 
 class Changed(ToolError):
     """The target changed under us (another program, not a toolnexus writer) while we wrote."""
 
 
-def replace_checked(ctx: ToolContext, tmp: Path, path: Path, expected: Stamp | None) -> None:
-    """Rename `tmp` over `path` if `path` is still the version we read (`expected`; None: it
-    did not exist); otherwise remove `tmp` and raise `Changed`.
+def replace_checked(ctx: ToolContext, staged: Staged, path: Path, expected: Stamp | None) -> None:
+    """Install `staged` over `path` if `path` is still the version we read (`expected`; None:
+    it did not exist); otherwise discard it and raise `Changed`.
 
     Toolnexus writers are held off by `write_lock`; this catches other programs (an editor, a
     formatter), up to the instant between this check and the rename, which no POSIX call can
     close without the other program's cooperation.
     """
     if version_of(path) != expected:
-        tmp.unlink(missing_ok=True)
+        staged.discard()
         raise Changed(
             f"{display(ctx, path)!r} changed on disk while this call was writing it (another "
             f"program wrote it); nothing was written. Read it again, then retry."
         )
     try:
-        os.replace(tmp, path)
+        staged.install(path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        staged.discard()
         raise
 
 

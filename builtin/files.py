@@ -5,7 +5,8 @@ They share one discipline, kept in `_common.py` so that `apply_patch` (`patch.py
 - every path goes through the sandbox's `confine_path` (workspace, extra roots, `deny_read`,
   read-only areas), so a manifest line means the same for `read` as for `cat` in the shell;
 - reads stream: memory stays bounded whatever the file's size or line lengths;
-- writes are atomic (a temp file in the same folder, fsync, rename) and keep the file's mode
+- writes are atomic (an unnamed temp file in the same folder, fsync, rename; nothing is left
+  behind a crash, see `Staged` in `_common.py`) and keep the file's mode
   and owner; a read-only file or folder is refused, as `cp` or an editor would;
 - one writer at a time per file (`write_lock`): `edit` reads, checks and replaces the file
   under the lock, so concurrent edits each apply to the result of the one before, and none is
@@ -120,15 +121,15 @@ def _atomic_write(
             naming the file; the old file is left as it was and no temp file remains.
     """
     try:
-        tmp = write_temp(path, data)
+        staged = write_temp(path, data)
         if blind:
             try:
-                os.replace(tmp, path)
+                staged.install()
             except BaseException:
-                tmp.unlink(missing_ok=True)
+                staged.discard()
                 raise
         else:
-            replace_checked(ctx, tmp, path, expected)
+            replace_checked(ctx, staged, path, expected)
     except OSError as exc:
         kept = "the file was left as it was" if path.exists() else "nothing was written"
         raise _os_error(ctx, path, "write", exc, kept) from exc

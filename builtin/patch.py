@@ -25,8 +25,6 @@ import contextlib
 import difflib
 import os
 import re
-import secrets
-import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from toolnexus import Result, Tool, ToolContext, ToolError
 
 from ._common import (
     Changed,
+    Staged,
     Stamp,
     check_writable,
     confine,
@@ -523,80 +522,81 @@ def _targets(
 def _commit(ctx: ToolContext, plan: _Plan) -> None:
     """Make the plan real: stage everything, then rename and delete; roll back on failure.
 
-    Staging (folders, synced temp files, backup links of every file about to be replaced or
-    deleted) is where nearly every failure happens (permissions, a full disk), and it changes
+    Staging (folders, synced temp files, an open descriptor of every file about to be replaced
+    or deleted) is where nearly every failure happens (permissions, a full disk), and it changes
     nothing visible. Then every file is checked to be the version planned from (another
     program may have written it: toolnexus writers are held off by the locks). The renames
-    that follow rarely fail; if one does, the backups put back what was already changed.
+    that follow rarely fail; if one does, the old contents, still readable through those
+    descriptors, are written back. Nothing staged has a name a crash could leave behind for
+    long (see `Staged`): no backup file is made.
     """
     created_dirs: list[Path] = []
-    staged: list[tuple[Path, Path]] = []
-    backups: dict[Path, Path] = {}
+    staged: list[Staged] = []
+    olds: dict[Path, int] = {}
     at: Path | None = None
     try:
-        for path, data in plan.final.items():
-            at = path
-            if path.exists():
-                backups[path] = _backup(path)
-            if data is not None:
-                created_dirs += _make_parents(path.parent)
-                staged.append((write_temp(path, data), path))
-        for path in plan.final:
-            at = path
-            if version_of(path) != plan.seen.get(path):
-                raise Changed(
-                    f"{display(ctx, path)!r} changed on disk while the patch was being applied "
-                    f"(another program wrote it). Nothing was changed; read it again and send "
-                    f"the patch again."
-                )
-    except (OSError, Changed) as exc:
-        _discard([tmp for tmp, _ in staged] + list(backups.values()), created_dirs)
-        if isinstance(exc, Changed):
-            raise
-        raise ToolError(
-            f"could not write {display(ctx, Path(exc.filename or at or '?'))!r}: "
-            f"{exc.strerror or exc}. Nothing was changed."
-        ) from exc
-    done: list[Path] = []
-    try:
-        for tmp, path in staged:
-            at = path
-            os.replace(tmp, path)
-            done.append(path)
-        for path, data in plan.final.items():
-            if data is None:
+        try:
+            for path, data in plan.final.items():
                 at = path
-                path.unlink(missing_ok=True)
-                done.append(path)
-    except OSError as exc:
-        _discard([tmp for tmp, path in staged if path not in done], [])
-        for path in reversed(done):
-            if path in backups:
-                os.replace(backups.pop(path), path)
-            else:
-                path.unlink(missing_ok=True)
-        _discard(list(backups.values()), created_dirs)
-        raise ToolError(
-            f"could not apply the patch to {display(ctx, Path(exc.filename or at or '?'))!r}: "
-            f"{exc.strerror or exc}. The files already changed were restored."
-        ) from exc
-    _discard(list(backups.values()), [])
+                if path.exists():
+                    olds[path] = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                if data is not None:
+                    created_dirs += _make_parents(path.parent)
+                    staged.append(write_temp(path, data))
+            for path in plan.final:
+                at = path
+                if version_of(path) != plan.seen.get(path):
+                    raise Changed(
+                        f"{display(ctx, path)!r} changed on disk while the patch was being "
+                        f"applied (another program wrote it). Nothing was changed; read it "
+                        f"again and send the patch again."
+                    )
+        except (OSError, Changed) as exc:
+            _discard(staged, created_dirs)
+            if isinstance(exc, Changed):
+                raise
+            raise ToolError(
+                f"could not write {display(ctx, Path(exc.filename or at or '?'))!r}: "
+                f"{exc.strerror or exc}. Nothing was changed."
+            ) from exc
+        done: list[Path] = []
+        try:
+            for item in staged:
+                at = item.target
+                item.install()
+                done.append(item.target)
+            for path, data in plan.final.items():
+                if data is None:
+                    at = path
+                    path.unlink(missing_ok=True)
+                    done.append(path)
+        except OSError as exc:
+            _discard(staged, [])
+            for path in reversed(done):
+                if path in olds:
+                    _restore(olds[path], path)
+                else:
+                    path.unlink(missing_ok=True)
+            _discard([], created_dirs)
+            raise ToolError(
+                f"could not apply the patch to {display(ctx, Path(exc.filename or at or '?'))!r}: "
+                f"{exc.strerror or exc}. The files already changed were restored."
+            ) from exc
+    finally:
+        for fd in olds.values():
+            os.close(fd)
     for folder in {path.parent for path in plan.final}:
         fsync_dir(folder)
 
 
-def _backup(path: Path) -> Path:
-    """A second name for `path`'s current content, beside it, to restore it from.
-
-    A hard link costs neither time nor memory whatever the file's size; where the filesystem
-    has no hard links, a copy.
-    """
-    backup = path.with_name(f".{path.name}.{secrets.token_hex(4)}.orig")
-    try:
-        os.link(path, backup)
-    except OSError:
-        shutil.copy2(path, backup)
-    return backup
+def _restore(fd: int, path: Path) -> None:
+    """Put back the old content of `path`, read through `fd` (open since before the change),
+    with its mode and owner."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    write_temp(path, b"".join(chunks), like=os.fstat(fd)).install()
 
 
 def _make_parents(folder: Path) -> list[Path]:
@@ -610,10 +610,10 @@ def _make_parents(folder: Path) -> list[Path]:
     return list(reversed(missing))
 
 
-def _discard(files: Sequence[Path], created_dirs: Sequence[Path]) -> None:
-    """Remove staging leftovers: temp files, backups, then folders made for this patch."""
-    for file in files:
-        file.unlink(missing_ok=True)
+def _discard(staged: Sequence[Staged], created_dirs: Sequence[Path]) -> None:
+    """Remove staging leftovers: temp files, then folders made for this patch."""
+    for item in staged:
+        item.discard()
     for folder in reversed(created_dirs):
         # A folder that is not empty any more is used by something else now: keep it.
         with contextlib.suppress(OSError):

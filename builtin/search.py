@@ -61,7 +61,7 @@ import anyio.to_thread
 
 from toolnexus import ConfigError, Result, Tool, ToolContext, ToolError
 
-from ._common import confine, display, parse_options
+from ._common import TEMP_GLOB, confine, display, parse_options
 
 __all__ = ["search_tools"]
 
@@ -73,7 +73,9 @@ _SNIFF = 65536
 _STDERR_KEEP = 8192
 _READ_CHUNK = 1 << 20
 _MAGIC = re.compile(r"[*?\[{\\]")
-_GIT_OVERRIDE = "!.git"
+_OVERRIDES = ("!.git", "!" + TEMP_GLOB)
+"""Never searched or listed: `.git` folders, and the file tools' own temp files (a write in
+progress, or one a crash left until the next write in its folder removes it)."""
 _IGNORE_FILES = (".rgignore", ".ignore", ".gitignore")
 """Per-folder ignore files, strongest first (ripgrep's precedence)."""
 
@@ -379,7 +381,7 @@ class _Walker:
 
     def __init__(self, query: _Query) -> None:
         self.root = str(query.root)
-        globs = [*query.globs, _GIT_OVERRIDE]
+        globs = [*query.globs, *_OVERRIDES]
         self.overrides = _spec([g for glob in globs for g in _expand_braces(glob)])
         self.has_whitelist = any(not g.startswith("!") for g in query.globs)
         self.types = query.types
@@ -670,7 +672,7 @@ def _rg_filters(query: _Query) -> list[str]:
     args = [] if query.max_file_size >= sys.maxsize else [f"--max-filesize={query.max_file_size}"]
     if query.top_only:
         args.append("--max-depth=1")
-    for glob in (*query.globs, _GIT_OVERRIDE):
+    for glob in (*query.globs, *_OVERRIDES):
         args.append(f"--glob={glob}")
     if query.types:
         args += [f"--type-add=tnxsel:{t}" for t in query.types]

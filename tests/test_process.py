@@ -108,6 +108,26 @@ async def test_missing_command_is_exit_127(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["none", "bwrap", "landlock"])
+async def test_a_missing_working_folder_is_named_not_the_program(
+    tmp_path: Path, mechanism: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if mechanism != "none":
+        only_mechanism(mechanism, monkeypatch)
+    policy = None if mechanism == "none" else SandboxPolicy(filesystem="workspace-write")
+    missing = tmp_path / "gone"
+    result = await run_process(
+        ["echo", "hi"], cwd=missing, sandbox=policy, workspace=tmp_path, timeout=10,
+        max_output=100,
+    )  # fmt: skip
+    assert result.exit_code == 126
+    assert f"its working folder {str(missing)!r} does not exist" in result.stderr
+    assert "echo" in result.stderr  # what was not run, but the folder is the cause
+    with pytest.raises(NotADirectoryError, match="working folder"):
+        await start_process(["echo", "hi"], cwd=missing, sandbox=policy, workspace=tmp_path)
+
+
+@pytest.mark.anyio
 async def test_invalid_utf8_is_replaced(tmp_path: Path) -> None:
     result = await run_process(
         ["printf", "ok \\377\\376 done"], cwd=tmp_path, timeout=10, max_output=None

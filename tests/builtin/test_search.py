@@ -371,3 +371,16 @@ def test_options_are_checked() -> None:
         search_tools({"max_result": 3})
     with pytest.raises(ConfigError, match="no runnable ripgrep"):
         search_tools({"rg_path": "/nonexistent/rg"})
+
+
+async def test_glob_and_grep_never_show_the_file_tools_own_temp_files(tmp_path: Path) -> None:
+    # What a write in progress (or one killed mid-write) has beside its target.
+    write(tmp_path, "a.txt", "hello\n")
+    write(tmp_path, "sub/.a.txt.toolnexus-0123456789ab.tmp", "hello, half written\n")
+    write(tmp_path, ".b.py.toolnexus-ba9876543210.tmp", "hello = 1\n")
+    listed = await both(tmp_path, "glob", pattern="**/*")
+    assert listed.splitlines()[-1:] == ["a.txt"] and "toolnexus" not in listed
+    assert await both(tmp_path, "glob", pattern="**/*.tmp") == "No files found."
+    found = await both(tmp_path, "grep", pattern="hello")
+    assert "a.txt" in found and "toolnexus" not in found
+    assert "toolnexus" not in await both(tmp_path, "grep", pattern="hello", glob="*.tmp")

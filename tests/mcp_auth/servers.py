@@ -29,7 +29,10 @@ import warnings
 from typing import Any
 from urllib.parse import urlencode
 
+import jwt
 import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
@@ -39,12 +42,21 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 ROBOT = ("robot", "s3cret")
+CONFIDENTIAL = ("confidential", "c0nfidential")
+SIGNER = "signer"
+"""A client that authenticates with a JWT it signs (private_key_jwt); its key is made at
+start and handed to the test at /test/client-key."""
+SIGNER_KEY = ec.generate_private_key(ec.SECP256R1())
+SIGNER_PUBLIC = SIGNER_KEY.public_key()
+JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+"""A confidential client registered beforehand for the authorization code flow."""
 state: dict[str, Any] = {
     "clients": {},  # client_id -> registration
     "codes": {},  # code -> grant
     "access": {},  # token -> {client_id, scopes, expires_at}
     "refresh": {},  # token -> {client_id, scopes}
-    "counts": {"register": 0, "authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0},
+    "counts": {"register": 0, "authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0,
+               "confidential": 0, "private_key_jwt": 0},
     "authorize_client_ids": [],
 }
 
@@ -84,7 +96,11 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
                     "client_credentials",
                 ],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
+                "token_endpoint_auth_methods_supported": [
+                    "none",
+                    "client_secret_basic",
+                    "private_key_jwt",
+                ],
                 "scopes_supported": ["mcp", "admin"],
                 "client_id_metadata_document_supported": True,
             }
@@ -114,7 +130,7 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
         redirect_uri = q["redirect_uri"]
         client = state["clients"].get(client_id)
         cimd = client_id.startswith("https://")
-        if client is None and not cimd and client_id != "pre-registered":
+        if client is None and not cimd and client_id not in ("pre-registered", CONFIDENTIAL[0]):
             return JSONResponse({"error": "invalid_client"}, status_code=400)
         if client is not None and redirect_uri not in client["redirect_uris"]:
             return JSONResponse({"error": "invalid_redirect_uri"}, status_code=400)
@@ -144,6 +160,13 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
                 return JSONResponse({"error": "invalid_grant", "why": "PKCE"}, status_code=400)
             if form.get("redirect_uri") != grant_record["redirect_uri"]:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            if grant_record["client_id"] == CONFIDENTIAL[0]:
+                # A confidential client registered beforehand authenticates (HTTP Basic).
+                pair = f"{CONFIDENTIAL[0]}:{CONFIDENTIAL[1]}".encode()
+                expected = base64.b64encode(pair).decode()
+                if request.headers.get("authorization", "") != f"Basic {expected}":
+                    return JSONResponse({"error": "invalid_client"}, status_code=401)
+                state["counts"]["confidential"] += 1
             state["counts"]["code"] += 1
             issued = _issue(grant_record["client_id"], grant_record["scopes"], ttl, refresh=True)
             return JSONResponse(issued)
@@ -153,6 +176,22 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             state["counts"]["refresh"] += 1
             return JSONResponse(_issue(old["client_id"], old["scopes"], ttl, refresh=True))
+        if grant == "client_credentials" and form.get("client_assertion_type") == JWT_BEARER:
+            # private_key_jwt (RFC 7523): the robot's JWT, signed with its key, for us.
+            try:
+                claims = jwt.decode(
+                    str(form.get("client_assertion")),
+                    SIGNER_PUBLIC,
+                    algorithms=["ES256"],
+                    audience=issuer,
+                )
+            except jwt.PyJWTError as exc:
+                return JSONResponse({"error": "invalid_client", "why": str(exc)}, status_code=401)
+            if claims.get("iss") != SIGNER or claims.get("sub") != SIGNER:
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
+            state["counts"]["private_key_jwt"] += 1
+            scopes = str(form.get("scope") or "mcp").split()
+            return JSONResponse(_issue(SIGNER, scopes, ttl, refresh=False))
         if grant == "client_credentials":
             basic = request.headers.get("authorization", "")
             expected = base64.b64encode(f"{ROBOT[0]}:{ROBOT[1]}".encode()).decode()
@@ -172,6 +211,14 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
             }
         )
 
+    async def client_key(request: Request) -> Response:
+        pem = SIGNER_KEY.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return Response(pem, media_type="application/x-pem-file")
+
     async def revoke(request: Request) -> Response:
         state["access"].clear()
         state["refresh"].clear()
@@ -185,6 +232,7 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
     return Starlette(
         routes=[
             Route("/test/expire", expire, methods=["POST"]),
+            Route("/test/client-key", client_key),
             Route("/.well-known/oauth-authorization-server", metadata),
             Route("/register", register, methods=["POST"]),
             Route("/authorize", authorize),

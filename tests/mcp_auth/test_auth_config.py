@@ -52,12 +52,21 @@ def _issues(tmp_path: Path, entry: str) -> list[str]:
             "either `auth:` or an Authorization header",
         ),
         (
+            f"    url: {URL}\n    auth:\n      oauth:\n        client_id: x\n"
+            "        client_secrt: y\n",
+            "mcp_servers.docs.auth.oauth.client_secrt:",
+            "did you mean 'client_secret'",
+        ),
+        (
             f"    url: {URL}\n    auth:\n      oauth:\n        client_metadata_url: https://x/\n",
             "mcp_servers.docs.auth.oauth.client_metadata_url:",
             "an https URL with a path",
         ),
     ],
-    ids=["unknown-word", "unknown-key", "no-secret", "stdio", "with-header", "root-path"],
+    ids=[
+        "unknown-word", "unknown-key", "no-secret", "stdio", "with-header", "secret-typo",
+        "root-path",
+    ],
 )
 def test_bad_auth_is_a_located_error(tmp_path: Path, entry: str, field: str, said: str) -> None:
     issues = _issues(tmp_path, entry)
@@ -76,6 +85,8 @@ def test_bad_auth_is_a_located_error(tmp_path: Path, entry: str, field: str, sai
         ({"password": {}}, "auth.password", "unknown kind of auth 'password'"),
         ({"client_credentials": {"client_id": "x"}}, "auth.client_credentials.client_secret", ""),
         ({"oauth": {"client_metadata_url": "https://x/"}}, "auth.oauth.client_metadata_url", ""),
+        ({"oauth": {"client_secret": "s"}}, "auth.oauth.client_id", "give its `client_id`"),
+        ({"oauth": {"client_secrt": "s"}}, "auth.oauth.client_secrt", "unknown key"),
     ],
 )
 def test_parse_auth_names_the_field(value: object, field: str, said: str) -> None:
@@ -208,9 +219,11 @@ def test_the_readme_auth_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mo
     # Interpolated values are masked process-wide from then on: a common word ("secret") would
     # be masked in every later test's messages ("client_***").
     monkeypatch.setenv("BILLING_CLIENT_SECRET", "billing-client-secret-value")
+    monkeypatch.setenv("WIKI_CLIENT_ID", "wiki")
+    monkeypatch.setenv("WIKI_CLIENT_SECRET", "wiki-client-secret-value")
     path = tmp_path / "tools.yaml"
     path.write_text("version: 1\n" + block)
-    assert check_manifest(path) == ([], 3, ())
+    assert check_manifest(path) == ([], 4, ())
 
 
 def test_login_names_the_servers_of_the_manifest(

@@ -94,3 +94,23 @@ def test_a_linked_store_file_or_folder_is_refused(token_file: Path, tmp_path: Pa
     os.symlink(elsewhere / "tokens.json", token_file)  # the file is a link
     with pytest.raises(ConfigError, match="symbolic link"):
         TokenStore(token_file).get("https://example.org/mcp")
+
+
+def test_each_authorization_of_one_login_waits_for_its_own_answer() -> None:
+    """An authorization server migration (the conformance suite's): within one login the
+    second authorization, to the new server, must not receive the first one's answer."""
+
+    async def run() -> list[str | None]:
+        got: list[str | None] = []
+        async with (
+            login_module._Loopback.open(None, lambda peer: None) as listener,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            for state in ("first", "second"):
+                listener.expect(f"https://as.example/authorize?state={state}")
+                answered = await client.get(f"{listener.redirect_uri}?code=c&state={state}")
+                assert answered.status_code == 200
+                got.append((await asyncio.wait_for(listener.answer, 10)).state)
+        return got
+
+    assert asyncio.run(run()) == ["first", "second"]

@@ -220,6 +220,22 @@ def test_step_up_on_insufficient_scope(
     assert "wanted_scope" not in TokenStore(token_file).get(protected.url)  # type: ignore[operator]
 
 
+def test_a_login_granting_the_scope_is_picked_up_by_running_toolkits(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    _login(protected.url, browser)
+    manifest = _manifest(tmp_path, protected.url)
+    with create_toolkit(manifest) as running, create_toolkit(manifest) as reloaded:
+        for toolkit in (running, reloaded):
+            assert "HTTP 403 insufficient_scope" in toolkit.execute("admin_op", {}).content
+        reloaded.reload()
+        _login(protected.url, browser)  # while both run: grants the scope
+        for toolkit in (running, reloaded):
+            result = toolkit.execute("admin_op", {})
+            assert not result.is_error, result.content
+            assert result.content == "admin done"
+
+
 def test_manifest_scopes_are_asked_for(
     protected: Protected, token_file: Path, browser: ScriptedBrowser
 ) -> None:
@@ -252,6 +268,21 @@ def test_pre_registered_client_id_skips_registration(
         assert not toolkit.execute("whoami", {}).is_error
 
 
+def test_pre_registered_confidential_client_authenticates_with_its_secret(
+    protected: Protected, token_file: Path, browser: ScriptedBrowser, tmp_path: Path
+) -> None:
+    settings = parse_auth({"oauth": {"client_id": "confidential", "client_secret": "c0nfidential"}})
+    assert settings is not None and "c0nfidential" not in repr(settings)
+    _login(protected.url, browser, settings)
+    state = protected.state()
+    assert state["counts"]["register"] == 0
+    assert state["counts"]["confidential"] == 1  # the token endpoint checked the secret
+    assert state["authorize_client_ids"] == ["confidential"]
+    auth = "auth: {oauth: {client_id: confidential, client_secret: c0nfidential}}"
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        assert not toolkit.execute("whoami", {}).is_error
+
+
 def test_client_credentials_headless(
     protected: Protected, token_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -278,6 +309,28 @@ def test_client_credentials_headless(
         ), status["reason"]
         assert "invalid_client" in status["reason"]
         assert "check `client_id` and `client_secret`" in status["reason"]
+
+
+def test_client_credentials_with_a_signed_jwt(
+    protected: Protected, token_file: Path, tmp_path: Path
+) -> None:
+    key = tmp_path / "signer.pem"
+    key.write_bytes(httpx.get(f"{protected.issuer}/test/client-key").content)
+    auth = (
+        f"auth: {{client_credentials: {{client_id: signer, private_key_file: '{key}', "
+        "scopes: [mcp, admin]}}"
+    )
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        result = toolkit.execute("admin_op", {})
+        assert not result.is_error, result.content
+    assert protected.state()["counts"]["private_key_jwt"] == 1
+    assert not token_file.exists()
+
+    key.write_text("not a key")
+    with create_toolkit(_manifest(tmp_path, protected.url, auth)) as toolkit:
+        status = toolkit.status()["docs"]
+    assert status["state"] == "failed"
+    assert "private_key_file" in status["reason"] and "PEM private key" in status["reason"]
 
 
 def test_client_credentials_step_up_is_headless(

@@ -10,11 +10,13 @@ import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import (
     Annotations,
     CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     ImageContent,
     InputRequiredResult,
@@ -49,6 +51,39 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept":
         return f"hello {answer.data.name}"
     return f"no name: {answer.action}"
+
+
+@server.tool()
+async def ask_prefs(ctx: Context) -> str:
+    """Asks a form whose fields have defaults, and returns the content exactly as received
+    (no model on this side to fill the defaults in)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "color": {"type": "string", "default": "blue"},
+            "count": {"type": "integer", "default": 3},
+            "notify": {"type": "boolean", "default": False},
+        },
+    }
+    answer = await ctx.session.elicit_form("Preferences?", schema, ctx.request_id)
+    return f"{answer.action}: {sorted((answer.content or {}).items())}"
+
+
+_url_asked: set[str] = set()
+
+
+@server.tool()
+async def needs_url(key: str) -> str:
+    """Refuses with -32042 (URL elicitation required) the first time for each key, then
+    answers: the user has been to the page meanwhile."""
+    if key not in _url_asked:
+        _url_asked.add(key)
+        page = ElicitRequestURLParams(
+            message="Connect your account", url="https://example.test/connect", elicitation_id=key
+        )
+        raise UrlElicitationRequiredError([page])
+    return f"connected {key}"
 
 
 @server.tool(structured_output=False)

@@ -87,6 +87,37 @@ async def test_elicitation_form_and_url_reach_the_handler(legacy: bool) -> None:
     assert asked[1].params.url == "https://example.test/login"
 
 
+async def test_an_accepted_form_gets_the_schema_defaults_of_the_fields_it_left_out() -> None:
+    async with await acreate_toolkit(
+        manifest(f=stdio_entry()), elicitation=lambda r: {"name": "Ada", "count": 5}
+    ) as tk:
+        filled = await tk.aexecute("ask_prefs", {})
+        empty = await tk.aexecute("ask_prefs", {}, elicitation=lambda r: {})
+        declined = await tk.aexecute("ask_prefs", {}, elicitation=lambda r: None)
+    # Given fields are kept as given; omitted ones with a default get it; others stay out.
+    assert filled.content == "accept: [('color', 'blue'), ('count', 5), ('name', 'Ada'), " \
+        "('notify', False)]"  # fmt: skip
+    assert empty.content == "accept: [('color', 'blue'), ('count', 3), ('notify', False)]"
+    assert declined.content == "decline: []"
+
+
+async def test_a_url_elicitation_required_error_is_offered_and_the_call_sent_again() -> None:
+    asked: list[ServerRequest] = []
+
+    def accept(request: ServerRequest) -> dict[str, str]:
+        asked.append(request)
+        return {}
+
+    async with await acreate_toolkit(manifest(f=stdio_entry()), elicitation=accept) as tk:
+        done = await tk.aexecute("needs_url", {"key": "k1"}, call_id="c1")
+        refused = await tk.aexecute("needs_url", {"key": "k2"}, elicitation=lambda r: None)
+    assert done.content == "connected k1" and not done.is_error
+    assert [(r.params.mode, r.params.url, r.call_id) for r in asked] == [
+        ("url", "https://example.test/connect", "c1")
+    ]
+    assert refused.is_error and "open a page first" in refused.content
+
+
 async def test_per_call_handler_overrides_the_toolkit_one() -> None:
     async with await acreate_toolkit(
         manifest(f=stdio_entry()), elicitation=lambda r: {"name": "toolkit"}

@@ -22,6 +22,7 @@ from typing import TypeVar
 import pytest
 
 import builtin.files
+from builtin._common import Staged
 from toolnexus import ToolCall, Toolkit, create_toolkit
 
 REPO = Path(__file__).parents[2]
@@ -450,7 +451,7 @@ def test_a_file_replaced_by_a_folder_while_being_written(
     target.write_text("old\n")
     real_write_temp = builtin.files.write_temp
 
-    def swap_then_write(path: Path, data: bytes) -> Path:
+    def swap_then_write(path: Path, data: bytes) -> Staged:
         # Another program replaces the file by a folder after the tool read it.
         path.unlink()
         path.mkdir()
@@ -474,7 +475,7 @@ def test_a_file_changed_by_another_program_while_being_written(
     target.write_text("old\n")
     real_write_temp = builtin.files.write_temp
 
-    def change_then_write(path: Path, data: bytes) -> Path:
+    def change_then_write(path: Path, data: bytes) -> Staged:
         path.write_text("the user's change, longer\n")
         return real_write_temp(path, data)
 

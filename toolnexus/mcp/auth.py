@@ -30,6 +30,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -50,8 +51,8 @@ __all__ = [
     "parse_auth",
 ]
 
-_OAUTH_KEYS = ("scopes", "client_id", "client_metadata_url")
-_CREDENTIALS_KEYS = ("client_id", "client_secret", "scopes", "issuer")
+_OAUTH_KEYS = ("scopes", "client_id", "client_secret", "client_metadata_url")
+_CREDENTIALS_KEYS = ("client_id", "client_secret", "private_key_file", "scopes", "issuer")
 _PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 """The redirect URI of a provider that never redirects (the non-interactive one)."""
 
@@ -69,13 +70,17 @@ class AuthSettings:
     """A client registered beforehand; without it the client registers itself (or uses
     `client_metadata_url`)."""
     client_secret: str | None = None
-    """client_credentials only; hidden from `repr`."""
+    """The secret of `client_id`: client_credentials, or a confidential client registered
+    beforehand for `oauth` (sent with HTTP Basic at the token endpoint); hidden from `repr`."""
     client_metadata_url: str | None = None
     """An https URL of a client ID metadata document, used as the client ID where the
     authorization server supports it (else dynamic registration)."""
     issuer: str | None = None
     """client_credentials: the authorization server the secret belongs to; tokens are asked
     only from it."""
+    private_key_file: str | None = None
+    """client_credentials with `private_key_jwt` (RFC 7523): a PEM private key (RSA: RS256,
+    EC P-256: ES256) that signs the client's assertion instead of a shared secret."""
 
     def __repr__(self) -> str:
         shown = [f"grant={self.grant!r}"]
@@ -85,7 +90,7 @@ class AuthSettings:
             shown.append(f"client_id={self.client_id!r}")
         if self.client_secret is not None:
             shown.append("client_secret='***'")
-        for key in ("client_metadata_url", "issuer"):
+        for key in ("client_metadata_url", "issuer", "private_key_file"):
             if getattr(self, key) is not None:
                 shown.append(f"{key}={getattr(self, key)!r}")
         return f"AuthSettings({', '.join(shown)})"
@@ -104,7 +109,8 @@ def parse_auth(value: object) -> AuthSettings | None:
         return AuthSettings(grant="authorization_code")
     if not isinstance(value, Mapping) or len(value) != 1:
         raise ConfigError(
-            "expected `oauth`, `{oauth: {scopes, client_id, client_metadata_url}}` or "
+            "expected `oauth`, `{oauth: {scopes, client_id, client_secret, client_metadata_url}}` "
+            "or "
             f"`{{client_credentials: {{client_id, client_secret, scopes}}}}`, got {_kind(value)}",
             field="auth",
         )
@@ -134,23 +140,37 @@ def parse_auth(value: object) -> AuthSettings | None:
                 f"expected an https URL with a path (the client ID metadata document), got {url!r}",
                 field=f"{where}.client_metadata_url",
             )
+        if strings["client_secret"] is not None and strings["client_id"] is None:
+            raise ConfigError(
+                "a `client_secret` belongs to a client registered beforehand: give its "
+                "`client_id` too (e.g. `client_id: ${MY_CLIENT_ID}`)",
+                field=f"{where}.client_id",
+            )
         return AuthSettings(
             grant="authorization_code",
             scopes=scopes,
             client_id=strings["client_id"],
+            client_secret=strings["client_secret"],
             client_metadata_url=url,
         )
-    for needed in ("client_id", "client_secret"):
-        if strings[needed] is None:
-            raise ConfigError(
-                f"client_credentials needs `{needed}` (e.g. `{needed}: ${{MY_{needed.upper()}}}`)",
-                field=f"{where}.{needed}",
-            )
+    if strings["client_id"] is None:
+        raise ConfigError(
+            "client_credentials needs `client_id` (e.g. `client_id: ${MY_CLIENT_ID}`)",
+            field=f"{where}.client_id",
+        )
+    if (strings["client_secret"] is None) == (strings["private_key_file"] is None):
+        raise ConfigError(
+            "client_credentials needs one of `client_secret` (e.g. `client_secret: "
+            "${MY_CLIENT_SECRET}`) or `private_key_file` (a PEM key that signs a JWT, "
+            "private_key_jwt), not both",
+            field=f"{where}.client_secret",
+        )
     return AuthSettings(
         grant="client_credentials",
         scopes=scopes,
         client_id=strings["client_id"],
         client_secret=strings["client_secret"],
+        private_key_file=strings["private_key_file"],
         issuer=strings["issuer"],
     )
 
@@ -455,10 +475,14 @@ def _user_login_class() -> type[Any]:
             if context.client_info is None and self._settings.client_id is not None:
                 from mcp.shared.auth import OAuthClientInformationFull
 
+                # A confidential client authenticates with HTTP Basic, the method every
+                # authorization server must support (RFC 6749 2.3.1); a public one with none.
+                secret = self._settings.client_secret
                 context.client_info = OAuthClientInformationFull(
                     client_id=self._settings.client_id,
+                    client_secret=secret,
                     redirect_uris=context.client_metadata.redirect_uris,
-                    token_endpoint_auth_method="none",
+                    token_endpoint_auth_method="client_secret_basic" if secret else "none",
                 )
             if context.oauth_metadata is None and record.get("server_metadata"):
                 context.oauth_metadata = OAuthMetadata.model_validate(record["server_metadata"])
@@ -511,8 +535,18 @@ def _user_login_class() -> type[Any]:
                                 self._storage.save_metadata(self.context)
                         elif self._browser is None:
                             newer = None
-                            if challenge == 401 and not retried:
+                            if not retried:
                                 newer = self._storage.newer(self.context.current_tokens)
+                            if challenge == 403 and newer is not None:
+                                # A scope step-up: a login since (`toolnexus login`, in another
+                                # process) may have granted the scope. Its tokens, then the
+                                # request again, once.
+                                retried = True
+                                await flow.aclose()
+                                self._adopt(newer)
+                                flow = super()._auth_flow(request)
+                                outgoing = await flow.__anext__()
+                                continue
                             if challenge == 401 and not retried and (newer or self._can_refresh()):
                                 # Refused before its known expiry (revoked, clock skew, or
                                 # refreshed by another process): the stored tokens, else one
@@ -616,19 +650,22 @@ def _client_credentials(url: str, settings: AuthSettings) -> httpx2.Auth:
     from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
     from mcp.shared.exceptions import MCPDeprecationWarning
 
-    class _Headless(ClientCredentialsOAuthProvider):
-        """The SDK's client-credentials provider, asking for the manifest's scopes too: on a
-        401 the SDK replaces them with the scopes the server's challenge names."""
+    class _HeadlessFlow:
+        """The SDK's client-credentials flow, asking for the manifest's scopes too: on a 401
+        the SDK replaces them with the scopes the server's challenge names. Mixed into the
+        secret's provider and the signed JWT's."""
+
+        context: Any
 
         async def _auth_flow(
             self, request: httpx2.Request
         ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
             if _token_in_hand(self):  # as in `_UserLogin._auth_flow`
-                self._add_auth_header(request)
+                self._add_auth_header(request)  # type: ignore[attr-defined]
                 response = yield request
                 if _challenge(response, extract_field_from_www_auth) is None:
                     return
-            flow = super()._auth_flow(request)
+            flow = super()._auth_flow(request)  # type: ignore[misc]
             try:
                 outgoing = await flow.__anext__()
                 while True:
@@ -642,17 +679,76 @@ def _client_credentials(url: str, settings: AuthSettings) -> httpx2.Auth:
         async def _perform_authorization(self) -> httpx2.Request:
             metadata = self.context.client_metadata
             metadata.scope = union_scopes(metadata.scope, " ".join(settings.scopes) or None)
-            return await super()._perform_authorization()
+            return await super()._perform_authorization()  # type: ignore[misc]
 
-    assert settings.client_id is not None and settings.client_secret is not None
+    assert settings.client_id is not None
+    scope = " ".join(settings.scopes) or None
     with warnings.catch_warnings():
         # Without `issuer` the SDK warns that 3.0 will require it; the README says to give it.
         warnings.simplefilter("ignore", MCPDeprecationWarning)
+        if settings.private_key_file is not None:
+            from mcp.client.auth.extensions.client_credentials import PrivateKeyJWTOAuthProvider
+
+            class _Signed(_HeadlessFlow, PrivateKeyJWTOAuthProvider):
+                pass
+
+            return _Signed(
+                url,
+                _MemoryLogin(),
+                settings.client_id,
+                _assertion_provider(settings),
+                scope=scope,
+                issuer=settings.issuer,
+            )
+
+        class _Headless(_HeadlessFlow, ClientCredentialsOAuthProvider):
+            pass
+
+        assert settings.client_secret is not None
         return _Headless(
             url,
             _MemoryLogin(),
             settings.client_id,
             settings.client_secret,
-            scope=" ".join(settings.scopes) or None,
+            scope=scope,
             issuer=settings.issuer,
         )
+
+
+def _assertion_provider(settings: AuthSettings) -> Callable[[str], Awaitable[str]]:
+    """Signs the client's assertions (RFC 7523) with its key: RS256 for an RSA key, ES256 for
+    an EC P-256 one. The key is read and checked here, when the connection is made.
+
+    Raises:
+        ConfigError: the key file cannot be read or holds no usable key.
+    """
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+
+    assert settings.client_id is not None and settings.private_key_file is not None
+    where = "auth.client_credentials.private_key_file"
+    try:
+        pem = Path(settings.private_key_file).expanduser().read_bytes()
+        key = load_pem_private_key(pem, password=None)
+    except OSError as exc:
+        message = f"cannot read the private key: {exc.strerror or exc}"
+        raise ConfigError(message, field=where) from exc
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"not an unencrypted PEM private key ({exc}); export it with `openssl pkey`",
+            field=where,
+        ) from exc
+    if isinstance(key, rsa.RSAPrivateKey):
+        algorithm = "RS256"
+    elif isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1":
+        algorithm = "ES256"
+    else:
+        raise ConfigError("expected an RSA or an EC P-256 private key", field=where)
+    signer = SignedJWTParameters(
+        issuer=settings.client_id,
+        subject=settings.client_id,
+        signing_key=pem.decode(),
+        signing_algorithm=algorithm,
+    )
+    return signer.create_assertion_provider()

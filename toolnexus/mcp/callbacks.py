@@ -209,7 +209,7 @@ def _question_callback(
     kind: Literal["elicitation", "sampling"],
     default: Callable[[ServerRequest], Any],
     inflight: InFlight,
-    convert: Callable[[Any], Any],
+    convert: Callable[[Any, Any], Any],
 ) -> Any:
     async def answer(context: Any, params: Any) -> Any:
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData
@@ -238,7 +238,7 @@ def _question_callback(
                     code=INTERNAL_ERROR,
                     message=f"the call that asked this {kind} request has ended",
                 )
-            return convert(outcome)
+            return convert(outcome, params)
         except Exception as exc:  # boundary: the application's handler must not end the session
             logger.exception("the %s handler failed for MCP server '%s'", kind, server)
             return ErrorData(
@@ -247,6 +247,32 @@ def _question_callback(
             )
 
     return answer
+
+
+async def offer_url_elicitations(
+    server: str, handlers: McpHandlers, ctx: ToolContext, elicitations: Sequence[Any]
+) -> bool:
+    """Put each URL elicitation of a -32042 error to the call's (else the toolkit's)
+    elicitation handler; True when every one was accepted, so the call may be sent again.
+
+    A handler that fails counts as a refusal (logged): the call then fails, the toolkit
+    carries on.
+    """
+    handler = ctx.elicitation or handlers.elicitation
+    if handler is None:
+        return False
+    for params in elicitations:
+        request = ServerRequest(
+            server=server, params=params, call_id=ctx.call_id, tool_name=ctx.tool_name
+        )
+        try:
+            answer = _elicit_result(await _answered(handler, request), params)
+        except Exception:  # boundary: the application's handler must not end the call badly
+            logger.exception("the elicitation handler failed for MCP server '%s'", server)
+            return False
+        if getattr(answer, "action", None) != "accept":
+            return False
+    return True
 
 
 async def _answered(handler: Callable[[ServerRequest], Any], request: ServerRequest) -> Any:
@@ -263,22 +289,43 @@ async def _answered(handler: Callable[[ServerRequest], Any], request: ServerRequ
     return outcome
 
 
-def _elicit_result(outcome: Any) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+def _elicit_result(outcome: Any, params: Any) -> mcp_types.ElicitResult | mcp_types.ErrorData:
     from mcp_types import ElicitResult, ErrorData
 
-    if isinstance(outcome, ElicitResult | ErrorData):
+    if isinstance(outcome, ErrorData):
         return outcome
-    if outcome is None:
+    if isinstance(outcome, ElicitResult):
+        result = outcome
+    elif outcome is None:
         return ElicitResult(action="decline")
-    if isinstance(outcome, Mapping):
-        return ElicitResult(action="accept", content=dict(outcome))
-    raise TypeError(
-        f"an elicitation handler returns an ElicitResult, a mapping or None, not "
-        f"{type(outcome).__name__}"
-    )
+    elif isinstance(outcome, Mapping):
+        result = ElicitResult(action="accept", content=dict(outcome))
+    else:
+        raise TypeError(
+            f"an elicitation handler returns an ElicitResult, a mapping or None, not "
+            f"{type(outcome).__name__}"
+        )
+    if result.action != "accept":
+        return result
+    return result.model_copy(update={"content": _with_defaults(result.content, params)})
 
 
-def _sampling_result(outcome: Any) -> Any:
+def _with_defaults(content: Mapping[str, Any] | None, params: Any) -> dict[str, Any] | None:
+    """An accepted form answer with the fields it left out filled from the schema's defaults
+    (SEP-1034): a person who accepts a form without touching a field accepts its default, and
+    the server should not have to know that the answer came from a bare handler."""
+    schema = getattr(params, "requested_schema", None)
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return None if content is None else dict(content)
+    filled = dict(content or {})
+    for name, field in properties.items():
+        if name not in filled and isinstance(field, Mapping) and "default" in field:
+            filled[name] = field["default"]
+    return filled if filled or content is not None else None
+
+
+def _sampling_result(outcome: Any, params: Any) -> Any:
     from mcp_types import CreateMessageResult, CreateMessageResultWithTools, ErrorData, TextContent
 
     if isinstance(outcome, CreateMessageResult | CreateMessageResultWithTools | ErrorData):

@@ -188,7 +188,12 @@ class _Loopback:
     def expect(self, authorization_url: str) -> None:
         """Take answers only for this authorization request: any page in a browser on this
         machine can reach the listener, and a planted code or error must not end the login.
-        Until this is called there is no request, so every answer is refused."""
+        Until this is called there is no request, so every answer is refused.
+
+        One login may make several authorizations (the server moved to another authorization
+        server): each waits for its own answer, never the one an earlier one received."""
+        if self.answer.done():
+            self.answer = asyncio.get_running_loop().create_future()
         self._state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
 
     def _ours(self, state: str | None) -> bool:

@@ -53,7 +53,13 @@ from .auth import (
     oauth_hint,
 )
 from .call import call_tool, set_log_level
-from .callbacks import InFlight, McpHandlers, client_options, roots_changed
+from .callbacks import (
+    InFlight,
+    McpHandlers,
+    client_options,
+    offer_url_elicitations,
+    roots_changed,
+)
 from .convert import (
     HttpStatus,
     build_tools,
@@ -760,6 +766,24 @@ class McpServer:
             conn, _ = await self._restart(conn)
             restarted = True
             raw = await self._send(conn, mcp_name, arguments, ctx, resend=False)
+        for _ in range(_URL_ROUNDS):
+            if not isinstance(raw, _UrlElicitations):
+                break
+            # The server needs the user to visit a page first (-32042): ask, then call again.
+            accepted = await offer_url_elicitations(
+                self.spec.name, self.handlers, ctx, raw.elicitations
+            )
+            if not accepted:
+                raise ToolError(
+                    f"'{mcp_name}' needs the user to open a page first ({raw.message}), and "
+                    "that was declined or no elicitation handler was given; nothing was run"
+                )
+            raw = await self._send(conn, mcp_name, arguments, ctx, resend=False)
+        if isinstance(raw, _UrlElicitations):
+            raise ToolError(
+                f"'{mcp_name}' still needs the user to open a page after {_URL_ROUNDS} rounds "
+                f"({raw.message}); giving up"
+            )
         self._failures = 0
         result = to_result(
             raw, server=self.spec.name, tool=mcp_name, max_output=self.spec.max_output
@@ -806,6 +830,9 @@ class McpServer:
                     as_task=self._task_support.get(mcp_name) == "required",
                 )
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
+            urls = _url_elicitations(exc)
+            if urls is not None:
+                return urls
             if self.spec.transport == "http":
                 if session_lost(exc, conn.http_status):
                     # The server answers 404 to a session it does not know before it runs
@@ -936,6 +963,32 @@ def _http_stand_in(exc: BaseException) -> bool:
 
 
 _UNSENT = object()
+
+_URL_ROUNDS = 3
+"""URL elicitation rounds (-32042) one call goes through before it gives up: a server that
+keeps asking after the user accepted would otherwise loop forever."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _UrlElicitations:
+    """A call the server refused with -32042 (URL elicitation required): what it asks."""
+
+    elicitations: list[Any]
+    message: str
+
+
+def _url_elicitations(exc: BaseException) -> _UrlElicitations | None:
+    from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+    from mcp_types import URL_ELICITATION_REQUIRED
+
+    leaf = leaf_exception(exc)
+    if not isinstance(leaf, MCPError) or leaf.code != URL_ELICITATION_REQUIRED:
+        return None
+    try:
+        needed = UrlElicitationRequiredError.from_error(leaf.error)
+    except ValueError:  # malformed elicitations: the error goes to the model as it is
+        return None
+    return _UrlElicitations(elicitations=list(needed.elicitations), message=leaf.message)
 """What `McpServer._send` returns for a call the server did not run."""
 
 

@@ -422,6 +422,9 @@ async def run_process(
                 grace=kill_grace,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            folder = _missing_folder(argv, cwd)
+            if folder is not None:
+                return _not_started(wrapped, started, 126, folder)
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return _not_started(wrapped, started, code, f"cannot run {argv[0]!r}: "
                                 f"{exc.strerror or exc}")  # fmt: skip
@@ -474,6 +477,15 @@ async def run_process(
         )
     finally:
         _cleanup(wrapped)
+
+
+def _missing_folder(argv: Sequence[str], cwd: Path) -> str | None:
+    """The message for a command that could not start because its working folder is missing
+    (the OS reports it as the program not found, which would send the reader the wrong way)."""
+    if cwd.is_dir():
+        return None
+    what = "is not a folder" if cwd.exists() else "does not exist"
+    return f"cannot run {argv[0]!r}: its working folder {str(cwd)!r} {what}"
 
 
 def _not_started(wrapped: WrappedCommand, started: float, code: int, message: str) -> ProcessResult:
@@ -583,12 +595,16 @@ async def start_process(
     Raises:
         SandboxUnavailable: the policy is required and cannot be enforced here.
         FileNotFoundError: the command does not exist.
+        NotADirectoryError: its working folder does not exist (the message names it).
     """
     wrapped = _prepare(argv, cwd=cwd, env=env, sandbox=sandbox, workspace=workspace)
     try:
         child = await _spawn(wrapped, cwd=cwd, stdin=False, merge_stderr=True, grace=kill_grace)
-    except OSError:
+    except OSError as exc:
         _cleanup(wrapped)
+        folder = _missing_folder(argv, cwd)
+        if folder is not None:
+            raise NotADirectoryError(errno.ENOTDIR, folder) from exc
         raise
     if child.status is not None:
         try:
