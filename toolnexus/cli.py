@@ -16,10 +16,12 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .base import Part, TextPart
+from .console import ServerProgress, paint, server_row, table
 from .errors import ConfigError, InstallError, ManifestError, SourceError, ToolnexusError
 from .install import CLIENTS
 
@@ -42,16 +44,23 @@ class CliError(ToolnexusError):
         self.code = code
 
     def show(self, out: IO[str]) -> None:
-        out.write(f"{_paint('Error:', '31', out)} {self.message}\n")
+        out.write(f"{paint('Error:', '31', out)} {self.message}\n")
         if self.hint:
             out.write(f"{self.hint}\n")
 
 
-def _paint(text: str, color: str, out: IO[str]) -> str:
-    """Colour only on a terminal, and never when NO_COLOR is set."""
-    if os.environ.get("NO_COLOR") or not getattr(out, "isatty", lambda: False)():
-        return text
-    return f"\x1b[{color}m{text}\x1b[0m"
+class _Version(argparse.Action):
+    """`--version`: read from the installed metadata only when asked (pyproject.toml is the one
+    place the version is written)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from . import __version__
+
+        sys.stdout.write(f"toolnexus {__version__}\n")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "143 terminated (SIGTERM). "
         "Colour only on a terminal; NO_COLOR turns it off.",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check manifests and report every problem (file:line:col)")
@@ -94,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also check that this manifest's MCP servers start",
     )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("watch", help="reload on every change and print what changed")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -248,7 +259,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{path}: {exc}\n")
             failed += 1
         else:
-            ok = _paint("ok", "32", sys.stdout)
+            ok = paint("ok", "32", sys.stdout)
             declared = _plural(tools, "tool")
             if servers and not args.connect:
                 declared += f", {_plural(servers, 'MCP server')} (not started)"
@@ -258,7 +269,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 failed += not _connect_and_report(path, sys.stdout)
                 continue
             for issue in pending:  # may name a tool of a server not started
-                sys.stdout.write(f"  {_paint('unchecked', '33', sys.stdout)} {issue}\n")
+                sys.stdout.write(f"  {paint('unchecked', '33', sys.stdout)} {issue}\n")
     if len(args.files) > 1:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
@@ -271,43 +282,41 @@ def _connect_and_report(path: Path, out: Any) -> bool:
     known; False if a server did not start or something meets nothing."""
     from .toolkit import create_toolkit
 
+    progress = ServerProgress(out)
     try:
-        toolkit = create_toolkit(path)
+        with progress.attached():
+            toolkit = create_toolkit(path)
     except SourceError as exc:  # a required server did not start
-        out.write(f"{path}: {_paint('failed', '31', out)}  {exc}\n")
+        out.write(f"{path}: {paint('failed', '31', out)}  {exc}\n")
         return False
     with toolkit:
-        good = _report_servers(toolkit.status(), out)
+        good = _report_servers(toolkit.status(), out, shown=progress.shown)
         problems = toolkit.warnings()
     for issue in problems:
         sys.stderr.write(f"{issue}\n")
     return good and not problems
 
 
-def _report_servers(status: dict[str, Any], out: Any) -> bool:
-    """One line per MCP server (state, tool count or reason), then one per skipped tool; False
-    if a server is not ready."""
+def _report_servers(
+    status: dict[str, Any], out: Any, *, shown: dict[str, dict[str, Any]] | None = None
+) -> bool:
+    """One row per MCP server (state, start time, tool count or reason) not already shown as
+    it finished, then one line per skipped tool; False if a server is not ready."""
     good_all = True
-    for name, info in status.items():
+    rows: list[list[str]] = []
+    skipped: list[str] = []
+    for info in status.values():
         if not isinstance(info, dict):
             continue
-        state = str(info.get("state"))
-        good = state == "ready"
+        cells, good = server_row(info, out)
         good_all = good_all and good
-        detail = (
-            _plural(int(info.get("tool_count", 0)), "tool")
-            if good
-            else str(info.get("reason") or info.get("last_error") or state)
-        )
-        shown = _paint("ok", "32", out) if good else _paint(state, "31", out)
-        if info.get("login"):
-            good_all = False
-            shown = _paint(f"login {info['login']}", "33", out)
-            detail = str(info.get("reason") or info.get("last_error") or detail)
-        out.write(f"  mcp {name:<12} {shown}  {detail}\n")
-        for skipped in info.get("skipped") or ():
-            mark = _paint("skipped", "33", out)
-            out.write(f"      {mark} {skipped['tool']!r}: {skipped['reason']}\n")
+        if shown is None or info.get("name") not in shown:
+            rows.append(cells)
+        for tool in info.get("skipped") or ():
+            mark = paint("skipped", "33", out)
+            skipped.append(f"      {mark} {tool['tool']!r}: {tool['reason']}\n")
+    table(rows, out, indent="  ")
+    out.writelines(skipped)
     return good_all
 
 
@@ -315,7 +324,7 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _flags(tool: Any) -> str:
+def _flags(tool: Any) -> list[str]:
     """MCP annotation semantics: `destructive` and `idempotent` only mean something for a tool
     that writes, so a read-only tool shows `read-only` alone."""
     labels = ["read-only"] if tool.read_only else []
@@ -324,7 +333,7 @@ def _flags(tool: Any) -> str:
         labels += ["idempotent"] if tool.idempotent else []
     labels += ["open-world"] if tool.open_world else []
     labels += ["concurrent"] if tool.concurrent else []
-    return ",".join(labels) or "-"
+    return labels
 
 
 def _describe_approval(tool: Any) -> str:
@@ -372,11 +381,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     columns = ["name", "source", "flags", "approval", "sandbox"]
-    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns}
-    header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
-    sys.stdout.write(_paint(header, "1", sys.stdout) + "\n")
-    for r in rows:
-        sys.stdout.write("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
+    cells = [[",".join(r[c]) or "-" if c == "flags" else str(r[c]) for c in columns] for r in rows]
+    table(cells, sys.stdout, header=columns)
     report(loose, sys.stderr)
     for name, info in status.items():
         if not isinstance(info, dict):
@@ -491,52 +497,117 @@ def _ripgrep() -> str | None:
     return None
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, kw_only=True)
+class _Check:
+    """One row of `doctor`: what was checked, how it stands, and what it means or what to do."""
+
+    name: str
+    state: str
+    """`ok`, `missing`, or a value (the Python version, the best sandbox mechanism)."""
+    detail: str = ""
+
+
+def _doctor_checks() -> list[_Check]:
+    """What is installed and enforceable here, one row per thing a user may have to fix."""
+    from .mcp.tokens import TokenStore
     from .runtime.sandbox import detect
 
-    out = sys.stdout
-    ok = _paint("ok", "32", out)
-    no = _paint("missing", "33", out)
-    out.write(f"python      {sys.version.split()[0]} ({sys.executable})\n")
+    checks = [_Check(name="python", state=sys.version.split()[0], detail=sys.executable)]
     support = detect()
-    out.write(f"sandbox     best mechanism: {support.best}\n")
+    checks.append(_Check(name="sandbox", state=str(support.best), detail="best mechanism"))
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
-        out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
-    from .mcp.tokens import TokenStore
-
+        state = "ok" if mech.available else "missing"
+        checks.append(_Check(name=f"  {name}", state=state, detail=mech.reason))
     store = TokenStore()
     records = [store.get(url) or {} for url in store.servers()]
     logins = _plural(sum(1 for r in records if r.get("tokens")), "login")
     if expired := sum(1 for r in records if r.get("expired") and not r.get("tokens")):
         logins += f", {expired} expired"  # refresh refused: `toolnexus login` again
-    out.write(f"tokens      {store.path} ({logins})\n")
+    checks.append(_Check(name="tokens", state=logins, detail=str(store.path)))
     rg = _ripgrep()
     fallback = "grep/glob use the pure-Python fallback; pip install 'toolnexus[builtin]'"
-    out.write(f"ripgrep     {ok if rg else no}  {rg or fallback}\n")
+    checks.append(_Check(name="ripgrep", state="ok" if rg else "missing", detail=rg or fallback))
     for module, why in (("markdownify", "fetch: HTML to Markdown"), ("pathspec", ".gitignore")):
         try:
             __import__(module)
-            out.write(f"{module:<11} {ok}  {why}\n")
+            checks.append(_Check(name=module, state="ok", detail=why))
         except ImportError:
-            out.write(f"{module:<11} {no}  {why}: pip install 'toolnexus[builtin]'\n")
+            checks.append(
+                _Check(
+                    name=module,
+                    state="missing",
+                    detail=f"{why}: pip install 'toolnexus[builtin]'",
+                )
+            )
+    return checks
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    checks = _doctor_checks()
+    if args.json:
+        return _doctor_json(args, checks)
+    colours = {"ok": "32", "missing": "33"}
+    rows = [
+        [c.name, paint(c.state, colours[c.state], out) if c.state in colours else c.state, c.detail]
+        for c in checks
+    ]
+    table(rows, out)
     if args.file is None:
         return EXIT_OK
     from .toolkit import create_toolkit
 
     _require_file(args.file)
     code = EXIT_OK
+    out.write(f"{args.file}:\n")
+    out.flush()
+    progress = ServerProgress(out)
     try:
-        toolkit = create_toolkit(args.file)
+        with progress.attached():
+            toolkit = create_toolkit(args.file)
     except SourceError as exc:  # a required server did not start: that is the diagnosis
-        out.write(f"{args.file}: {_paint('failed', '31', out)}  {exc}\n")
+        out.write(f"{args.file}: {paint('failed', '31', out)}  {exc}\n")
         return EXIT_FAILED
     with toolkit:
-        out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
-        if not _report_servers(toolkit.status(), out):
+        if not _report_servers(toolkit.status(), out, shown=progress.shown):
             code = EXIT_FAILED
+        out.write(f"  {_plural(len(toolkit.tools()), 'tool')}\n")
         for issue in toolkit.warnings():
-            out.write(f"  {_paint('meets no tool', '31', out)}  {issue}\n")
+            out.write(f"  {paint('meets no tool', '31', out)}  {issue}\n")
             code = EXIT_FAILED
+    return code
+
+
+def _doctor_json(args: argparse.Namespace, checks: list[_Check]) -> int:
+    """`doctor --json`: the same checks, and the manifest's servers as `list --json` has them."""
+    from .toolkit import create_toolkit
+
+    payload: dict[str, Any] = {
+        "checks": [{"name": c.name.strip(), "state": c.state, "detail": c.detail} for c in checks]
+    }
+    code = EXIT_OK
+    if args.file is not None:
+        _require_file(args.file)
+        try:
+            toolkit = create_toolkit(args.file)
+        except SourceError as exc:
+            payload["manifest"] = {"file": str(args.file), "error": str(exc)}
+            code = EXIT_FAILED
+        else:
+            with toolkit:
+                status = toolkit.status()
+                servers = [v for v in status.values() if isinstance(v, dict)]
+                warnings = [str(w) for w in toolkit.warnings()]
+                payload["manifest"] = {
+                    "file": str(args.file),
+                    "tools": len(toolkit.tools()),
+                    "servers": servers,
+                    "meets_no_tool": warnings,
+                }
+            ready = all(s.get("state") == "ready" and not s.get("login") for s in servers)
+            code = EXIT_OK if ready and not warnings else EXIT_FAILED
+    json.dump(payload, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
     return code
 
 
@@ -548,7 +619,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     def show(event: ReloadEvent) -> None:
         stream = sys.stderr if event.error else sys.stdout
-        mark = _paint("✗", "31", stream) if event.error else _paint("✓", "32", stream)
+        mark = paint("✗", "31", stream) if event.error else paint("✓", "32", stream)
         stream.write(f"{mark} {event.describe()}\n")
         watch = toolkit.watch_status()
         if watch is not None and watch["state"] == "lost":

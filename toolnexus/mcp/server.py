@@ -151,6 +151,8 @@ class McpServerStatus:
     login: str | None = None
     """`auth: oauth` servers that refused the stored login: `missing`, `expired` or
     `insufficient_scope` (`reason` or `last_error` names the `toolnexus login` to run)."""
+    started_in: float | None = None
+    """Seconds the first start took, to ready or to failure (None before it ends)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +170,7 @@ class McpServerStatus:
             "skipped": [s.to_dict() for s in self.skipped],
             "tools_changed": self.tools_changed,
             "login": self.login,
+            "started_in": self.started_in,
         }
 
 
@@ -336,6 +339,7 @@ class McpServer:
         self._tools_changed = 0
         self._login: LoginProblem | None = None
         """Why the server refused the stored OAuth login, until a request succeeds."""
+        self._started_in: float | None = None
 
     @property
     def name(self) -> str:
@@ -366,6 +370,7 @@ class McpServer:
             skipped=self._skipped,
             tools_changed=self._tools_changed,
             login=self._login.kind if self._login is not None else None,
+            started_in=self._started_in,
         )
 
     def tools(self) -> list[Tool]:
@@ -385,12 +390,15 @@ class McpServer:
                 "create a new McpServer to connect again"
             )
         self._state = McpServerState.CONNECTING
+        began = time.monotonic()
         try:
             await self._connect()
         except SourceError:
             if self._state is not McpServerState.CLOSED:
                 self._state = McpServerState.FAILED
             raise
+        finally:
+            self._started_in = time.monotonic() - began
 
     async def set_roots(self, roots: Sequence[Path]) -> None:
         """Offer other roots (after the workspace) from now on, and tell a connected server
@@ -1065,11 +1073,26 @@ async def connect_all(servers: Iterable[McpServer]) -> None:
     failed: list[tuple[McpServer, SourceError]] = []
 
     async def start(server: McpServer) -> None:
+        # Each server's start and end is a log record carrying `mcp_progress`, so a listener on
+        # another thread (the CLI's live lines, an application's log) sees servers as they
+        # finish, not after the slowest one.
+        logger.debug(
+            "MCP server %r starting", server.name, extra={"mcp_progress": server.status}
+        )
         try:
             await server.start()
         except SourceError as exc:
             failed.append((server, exc))
-            logger.warning("%s", exc)
+            logger.warning("%s", exc, extra={"mcp_progress": server.status})
+        else:
+            status = server.status
+            logger.info(
+                "MCP server %r ready in %.1f s (%d tools)",
+                server.name,
+                status.started_in or 0.0,
+                status.tool_count,
+                extra={"mcp_progress": status},
+            )
 
     async with anyio.create_task_group() as tg:
         for server in servers:
