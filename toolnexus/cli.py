@@ -22,7 +22,14 @@ from typing import IO, Any
 
 from .base import Part, TextPart
 from .console import ServerProgress, paint, server_row, table
-from .errors import ConfigError, InstallError, ManifestError, SourceError, ToolnexusError
+from .errors import (
+    ConfigError,
+    InstallError,
+    ManifestError,
+    SourceError,
+    ToolError,
+    ToolnexusError,
+)
 from .install import CLIENTS
 
 __all__ = ["CliError", "main"]
@@ -191,6 +198,10 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace an entry of the same name (backed up)"
     )
     p.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh, fish)")
+    p.add_argument(
+        "shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh, fish"
+    )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -408,11 +419,8 @@ def _terminal_approver(assume_yes: bool) -> Any:
             sys.stderr.write(f"approved by --yes: {request.tool.name} ({rule})\n")
             return True
         if not sys.stdin.isatty():
-            sys.stderr.write(
-                f"{request.tool.name} needs approval ({rule}) and there is no terminal to ask; "
-                "pass --yes to approve\n"
-            )
-            return False
+            # The refusal's reason is what the result says: nobody declined, nobody was asked.
+            raise ToolError("there is no terminal to ask; pass --yes to approve")
         args_text = json.dumps(dict(request.arguments), ensure_ascii=False)
         sys.stderr.write(f"Allow {request.tool.name}({args_text})?\n  {rule}\n[y/N] ")
         sys.stderr.flush()
@@ -741,6 +749,13 @@ def _cmd_login(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from .completion import completion_script
+
+    sys.stdout.write(completion_script(args.shell, _parser()))
+    return EXIT_OK
+
+
 def _require_file(path: Path) -> None:
     if not path.exists():
         raise CliError(f"{path}: no such file", hint="Give the path of a manifest (tools.yaml).")
@@ -757,4 +772,5 @@ _COMMANDS = {
     "install": _cmd_install,
     "login": _cmd_login,
     "logout": _cmd_login,
+    "completion": _cmd_completion,
 }
