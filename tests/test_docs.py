@@ -256,6 +256,7 @@ def test_the_docs_list_every_command() -> None:
             "install",
             "login",
             "logout",
+            "completion",
         ]
     )
 

@@ -35,7 +35,7 @@ def _commands(parser: argparse.ArgumentParser) -> list[_Command]:
         for name, sub in action.choices.items():
             flags = tuple(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
             positional = [a for a in sub._actions if not a.option_strings and a.choices]
-            choices = tuple(str(c) for c in positional[0].choices) if positional else ()  # type: ignore[union-attr]
+            choices = tuple(str(c) for c in positional[0].choices) if positional else ()
             commands.append(
                 _Command(name=name, help=helps.get(name, ""), flags=flags, choices=choices)
             )

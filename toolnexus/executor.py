@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,8 +65,13 @@ class Executor:
         roots: Sequence[Path] = (),
         state: dict[str, Any] | None = None,
         store: StateBackend | None = None,
+        missing: Callable[[], str] | None = None,
     ) -> None:
         self.registry = registry
+        self.missing = missing
+        """Why tools may be missing now (the MCP servers that are not ready), added to the
+        answer for an unknown name: the model and the user learn the cause, not only the
+        symptom."""
         self.middleware = tuple(middleware)
         self.permissions = permissions
         self.approver = approver
@@ -212,7 +217,10 @@ class Executor:
     def _prepare(self, name: str) -> tuple[Tool, Validator, Next]:
         tool = self.registry.get(name)
         if tool is None:
-            raise ToolNotFound(self.registry.not_found_message(name))
+            message = self.registry.not_found_message(name)
+            if self.missing is not None and (why := self.missing()):
+                message += f"; {why}"
+            raise ToolNotFound(message)
         prepared = self._prepared.get(name)
         if prepared is None or prepared[0] is not tool:
             chain = _compose((*self.middleware, *tool.middleware), _run_inner)
