@@ -598,7 +598,12 @@ class McpServer:
             refusal = self._refusal(conn)
             if refusal is not None:
                 return refusal
-            return f"the server answered {describe_http_status(conn.http_status)}"
+            described = describe_http_status(
+                conn.http_status,
+                sent_token=self.spec.sends_token,
+                json_syntax=self.spec.json_syntax,
+            )
+            return f"the server answered {described}"
         if isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
             return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
         if isinstance(exc, PermissionError):
@@ -849,6 +854,8 @@ class McpServer:
                 timeout=timeout,
                 http_status=conn.http_status,
                 broken=conn.broken,
+                sent_token=self.spec.sends_token,
+                json_syntax=self.spec.json_syntax,
             )
             self._last_error = error.message
             raise error from exc
