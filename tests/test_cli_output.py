@@ -264,3 +264,28 @@ def test_an_unknown_tool_with_every_server_up_says_nothing_of_servers(tmp_path: 
     with create_toolkit(path) as toolkit:
         content = toolkit.execute("no_such_tool_at_all", {}).content
     assert content.startswith("unknown tool 'no_such_tool_at_all'") and "MCP server" not in content
+
+
+def _installed_without_its_manifest(site: Path) -> None:
+    """A package installed the way a wheel built without package data installs it: the module
+    and its metadata (with the entry point), and no tools.yaml."""
+    (site / "forgot_tools").mkdir(parents=True)
+    (site / "forgot_tools" / "__init__.py").write_text('MANIFEST = "tools.yaml"\n')
+    info = site / "forgot_tools-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: forgot-tools\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[toolnexus.toolsets]\nforgot = forgot_tools:MANIFEST\n")
+
+
+@pytest.mark.parametrize("ref", ["toolset:forgot", "package:forgot_tools/tools.yaml"])
+def test_a_manifest_missing_from_its_package_says_how_to_ship_it(tmp_path: Path, ref: str) -> None:
+    site = tmp_path / "site"
+    _installed_without_its_manifest(site)
+    path = tmp_path / "tools.yaml"
+    path.write_text(f"version: 1\ninclude: ['{ref}']\n")
+    pythonpath = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    done = run("validate", str(path), env={"PYTHONPATH": pythonpath})
+    assert done.returncode == 1
+    assert "missing from the installed package" in done.stderr, done.stderr
+    assert '[tool.setuptools.package-data]` `forgot_tools = ["tools.yaml"]`' in done.stderr
+    assert f"{path}:2:" in done.stderr  # located at the include
