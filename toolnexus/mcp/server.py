@@ -449,7 +449,7 @@ class McpServer:
             return conn
         if not conn.ready.is_set():
             reason = f"no answer to the MCP handshake within {timeout:g} s (connect_timeout)"
-            reason += _quoted_stderr(conn.stderr_tail())
+            reason += self._stderr_note(conn)
             self._close_connection(conn)
         else:
             reason = self._describe_start_failure(conn)
@@ -585,13 +585,24 @@ class McpServer:
             process, max_message=spec.max_message, on_broken=conn.set_broken
         )
 
+    def _stderr_note(self, conn: _Connection) -> str:
+        """The end of the server's stderr, and when it shows a file refusal on a path the
+        sandbox keeps from the server, which policy did it and what would allow it."""
+        tail = conn.stderr_tail()
+        note = _quoted_stderr(tail)
+        if self.sandbox is not None and tail:
+            why = self.sandbox.explain_refusal(tail, self.workspace)
+            if why:
+                note += f"; {why}"
+        return note
+
     def _describe_start_failure(self, conn: _Connection) -> str:
         import httpx2
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
         exc = leaf_exception(conn.error) if conn.error is not None else None
-        tail = _quoted_stderr(conn.stderr_tail())
+        tail = self._stderr_note(conn)
         if conn.broken is not None:
             return f"the server broke the MCP protocol on stdout: {conn.broken}{tail}"
         if conn.http_status is not None and isinstance(exc, MCPError):
@@ -687,7 +698,7 @@ class McpServer:
             cause = f": {leaf_exception(conn.error)}" if conn.error is not None else ""
             what = f"the server's connection ended unexpectedly{cause}"
         self._state = McpServerState.CRASHED
-        stderr = _quoted_stderr(conn.stderr_tail())
+        stderr = self._stderr_note(conn)
         self._reason = self._last_error = f"{what}{stderr}; it is restarted on the next call"
         logger.warning("MCP server '%s': %s", self.spec.name, self._reason)
 
