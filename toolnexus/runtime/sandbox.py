@@ -53,6 +53,7 @@ _REFUSALS = (
     "operation not permitted",
 )
 """How programs say the kernel refused a file operation (errno names, strerror texts)."""
+_WHICH = "the `sandbox:` that applies (the entry's own, else `defaults.sandbox`)"
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/[^\s'\"`,;()\[\]{}<>|]+)")
 
 __all__ = [
@@ -323,7 +324,7 @@ class SandboxPolicy:
                 if pattern is not None:
                     return (
                         f"the sandbox hides {path} from it: `deny_read` has {pattern!r}; remove "
-                        "that pattern from the `sandbox:` that applies (the entry's own, else `defaults.sandbox`), if it may read it"
+                        f"that pattern from {_WHICH}, if it may read it"
                     )
                 if missing:
                     continue
@@ -338,12 +339,12 @@ class SandboxPolicy:
                 folder = real.parent
                 if self.filesystem == "read-only":
                     allow = (
-                        "set `filesystem: workspace-write` in the `sandbox:` that applies (the entry's own, else `defaults.sandbox`) (the "
+                        f"set `filesystem: workspace-write` in {_WHICH} (the "
                         f"workspace {_real(workspace)} becomes writable), and add "
                         f"`writable: [{folder}]` for a folder outside it"
                     )
                 else:
-                    allow = f"add `writable: [{folder}]` to the `sandbox:` that applies (the entry's own, else `defaults.sandbox`)"
+                    allow = f"add `writable: [{folder}]` to {_WHICH}"
                 return (
                     f"the sandbox (filesystem: {self.filesystem}) does not let it write {path}, "
                     f"which is outside the folders it may write ("
