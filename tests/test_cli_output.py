@@ -289,3 +289,23 @@ def test_a_manifest_missing_from_its_package_says_how_to_ship_it(tmp_path: Path,
     assert "missing from the installed package" in done.stderr, done.stderr
     assert '[tool.setuptools.package-data]` `forgot_tools = ["tools.yaml"]`' in done.stderr
     assert f"{path}:2:" in done.stderr  # located at the include
+
+
+def test_validate_json_is_a_list_of_reports(tmp_path: Path) -> None:
+    good = tmp_path / "tools.yaml"
+    good.write_text(LIST_MANIFEST)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntools:\n  - {name: x, comand: [echo]}\n")
+    done = run("validate", "--json", str(good), str(bad))
+    assert done.returncode == 1
+    reports = json.loads(done.stdout)
+    assert [r["ok"] for r in reports] == [True, False]
+    assert sorted(reports[0]["tools"]) == ["a_much_longer_tool_name", "hello"]
+    assert any(f"{bad}:3:" in issue for issue in reports[1]["issues"]), reports[1]
+
+    connected = json.loads(
+        run("validate", "--json", "--connect", str(_servers_manifest(tmp_path))).stdout
+    )
+    (report,) = connected
+    assert report["ok"] is False
+    assert {s["name"]: s["state"] for s in report["servers"]} == {"good": "ready", "gone": "failed"}

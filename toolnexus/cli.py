@@ -89,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start the MCP servers and report each one (state, skipped tools)",
     )
+    p.add_argument("--json", action="store_true", help="print one JSON report per file")
 
     p = sub.add_parser("list", help="list the tools of a manifest")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -253,6 +254,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .adapters.strictness import not_strict, report
     from .build import check_manifest
 
+    if args.json:
+        return _validate_json(args)
     failed = 0
     for path in args.files:
         if not path.is_file():
@@ -285,6 +288,52 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _validate_json(args: argparse.Namespace) -> int:
+    """`validate --json`: a JSON list with one report per file (`ok`, `issues` as strings,
+    `tools`, `not_strict`; with `--connect`, `servers` and `meets_no_tool`)."""
+    from .adapters.strictness import not_strict
+    from .build import check_manifest
+    from .toolkit import create_toolkit
+
+    reports: list[dict[str, Any]] = []
+    for path in args.files:
+        report: dict[str, Any] = {"file": str(path), "ok": False, "issues": []}
+        reports.append(report)
+        if not path.is_file():
+            report["issues"] = [f"{path}: no such file"]
+            continue
+        try:
+            built, _, pending = check_manifest(path)
+        except ManifestError as exc:
+            report["issues"] = [str(issue) for issue in exc.issues]
+            continue
+        except ConfigError as exc:
+            report["issues"] = [f"{path}: {exc}"]
+            continue
+        report.update(
+            ok=True,
+            tools=[t.name for t in built],
+            not_strict=not_strict(built),
+            unchecked=[str(issue) for issue in pending],
+        )
+        if not args.connect:
+            continue
+        try:
+            toolkit = create_toolkit(path)
+        except SourceError as exc:
+            report.update(ok=False, issues=[str(exc)])
+            continue
+        with toolkit:
+            servers = [v for v in toolkit.status().values() if isinstance(v, dict)]
+            meets_no_tool = [str(w) for w in toolkit.warnings()]
+            report.update(tools=toolkit.names(), servers=servers, meets_no_tool=meets_no_tool)
+        ready = all(s.get("state") == "ready" and not s.get("login") for s in servers)
+        report["ok"] = ready and not meets_no_tool
+    json.dump(reports, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return EXIT_OK if all(r["ok"] for r in reports) else EXIT_FAILED
 
 
 def _connect_and_report(path: Path, out: Any) -> bool:
