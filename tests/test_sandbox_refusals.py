@@ -95,3 +95,26 @@ def test_the_writable_key_the_hint_names_does_allow_it(
         assert toolkit.status()["memory"]["state"] == "ready"
         assert toolkit.execute("remember", {"text": "hi"}).content == "ok"
     assert (code / "memory.jsonl").read_text() == "hi\n"
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_a_shell_tool_refused_a_write_is_told_which_policy_did_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    only_mechanism(mechanism, monkeypatch)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    manifest = workspace / "tools.yaml"
+    manifest.write_text(
+        "version: 1\ntools:\n  - name: save\n    description: Save a note\n"
+        f"    command: [sh, -c, 'echo hi > {outside}/note.txt']\n"
+        "    sandbox: {filesystem: workspace-write}\n"
+    )
+    with create_toolkit(manifest) as toolkit:
+        result = toolkit.execute("save", {})
+    assert result.is_error and f"{outside}/note.txt" in result.content
+    assert "note: the sandbox (filesystem: workspace-write) does not let it write" in result.content
+    assert f"add `writable: [{outside.resolve()}]`" in result.content
+    assert not (outside / "note.txt").exists()
