@@ -6,6 +6,7 @@ import io
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -284,9 +285,9 @@ def test_schema_prints_the_manifest_schema(capsys: pytest.CaptureFixture[str]) -
 def test_doctor_reports_mechanisms_and_ripgrep(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
-    assert "sandbox     best mechanism:" in out
+    assert re.search(r"^sandbox +(bwrap|landlock|none) +best mechanism$", out, re.M), out
     assert "  bwrap " in out and "  landlock " in out
-    assert out.count("ripgrep") >= 1 and "\nripgrep     " in out
+    assert re.search(r"^ripgrep +(ok|missing) ", out, re.M), out
 
 
 def test_doctor_with_a_manifest_checks_its_mcp_servers(
@@ -301,9 +302,10 @@ def test_doctor_with_a_manifest_checks_its_mcp_servers(
     )
     assert main(["doctor", str(path)]) == 1
     out = capsys.readouterr().out
-    assert f"{path}: 2 tools" in out
+    assert f"{path}:\n" in out and "\n  2 tools\n" in out
     good = next(line for line in out.splitlines() if "mcp good" in line)
-    assert good.split()[2:] == ["ok", "2", "tools"]
+    assert good.split()[2] == "ok" and good.split()[4:] == ["2", "tools"]
+    assert re.fullmatch(r"\d+\.\ds", good.split()[3])  # how long it took to start
     gone = next(line for line in out.splitlines() if "mcp gone" in line)
     assert gone.split()[2] == "failed"
 

@@ -18,6 +18,7 @@ import ast
 import asyncio
 import inspect
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,45 @@ def _questions(tmp: Path) -> dict[str, Any]:
     return {"ServerRequest": ServerRequest, "create_toolkit": create_toolkit, "other": other}
 
 
+def _served(tmp: Path) -> dict[str, Any]:
+    """`toolnexus serve tools.yaml --http --token` running: the sample is given its `url` and
+    `token` (the process is stopped after the sample, as toolkits are closed)."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+
+    from .conftest import free_port, wait_for_port
+
+    _write(tmp / "tools.yaml", "version: 1\ntools:\n  - {name: hello, command: [echo, hello]}")
+    token, port = secrets.token_urlsafe(16), free_port()
+    served = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolnexus",
+            "serve",
+            "tools.yaml",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--token",
+            token,
+        ],
+        cwd=tmp,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, served, 60.0)
+    except BaseException:
+        served.kill()
+        served.wait(timeout=15)
+        raise
+    return {"url": f"http://127.0.0.1:{port}/mcp", "token": token, "_served": served}
+
+
 SETUPS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "approval": _approval,
     "manifest": _manifest,
@@ -158,6 +198,7 @@ SETUPS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "openai-agents": _openai_agents,
     "progress": _progress,
     "questions": _questions,
+    "served": _served,
 }
 
 
@@ -190,6 +231,9 @@ def test_every_python_sample_runs(
         for value in namespace.values():
             if isinstance(value, Toolkit):
                 value.close()
+            if isinstance(value, subprocess.Popen):
+                value.terminate()
+                value.wait(timeout=15)
 
 
 def test_exemptions_are_few_and_say_why() -> None:

@@ -242,6 +242,8 @@ async def test_edited_module_is_imported_fresh_and_a_failing_one_keeps_the_old(
         save_atomic(module, "def value() -> int:\n    return 2\n")
         event = await seen.await_(lambda e: e.ok)
         assert event.kind == "unchanged" and event.trigger == (str(module.resolve()),)
+        assert event.code_changed == ("value",)
+        assert event.describe() == f"generation {event.generation}: value: code changed"
         assert (await tk.aexecute("value")).content == "2"
 
         write(module, "def value() -> int:\n    return 3\n\nraise RuntimeError('half-edited')\n")

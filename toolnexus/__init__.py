@@ -287,6 +287,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        # pyproject.toml is the one place the version is written; read from the installed
+        # distribution's metadata on first use (importlib.metadata is not loaded by the import).
+        from importlib.metadata import version
+
+        globals()[name] = value = version("toolnexus")
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'toolnexus' has no attribute {name!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -161,6 +162,7 @@ async def build_generation(
             state=previous.executor.state if previous is not None else None,
             store=options.state,
             access=local.access.rules if local.access is not None else None,
+            missing=functools.partial(servers_down, servers),
         )
         hidden = frozenset(t.name for t in registry.tools() if is_hidden(permissions, t))
         gen = Generation(
@@ -815,6 +817,23 @@ async def _build_servers(
     return tools
 
 
+def servers_down(servers: Mapping[Any, McpServer]) -> str:
+    """The MCP servers that are not ready and why, in words ("" when all are): what an unknown
+    tool name may be missing because of."""
+    down = []
+    for server in servers.values():
+        status = server.status
+        if status.state.value == "ready":
+            continue
+        why = status.reason or status.last_error
+        down.append(f"{server.name!r} is {status.state.value}{': ' + why if why else ''}")
+    if not down:
+        return ""
+    if len(down) == 1:
+        return f"MCP server {down[0]}; its tools are missing until it runs"
+    return "MCP servers not running, so their tools are missing: " + "; ".join(down)
+
+
 def server_tools(server: McpServer, decl: ServerDecl, issues: Issues | None = None) -> list[Tool]:
     """A server's tools with the manifest's approval, middleware and include chain applied."""
     out: list[Tool] = []
@@ -906,6 +925,7 @@ def with_server_tools(current: Generation, server: McpServer) -> Generation | No
         state=old.state,
         store=old.store,
         access=old.access,
+        missing=old.missing,
     )
     new = dataclasses.replace(
         current,

@@ -12,15 +12,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .base import Part, TextPart
-from .errors import ConfigError, InstallError, ManifestError, SourceError, ToolnexusError
+from .console import ServerProgress, paint, server_row, table
+from .errors import (
+    ConfigError,
+    InstallError,
+    ManifestError,
+    SourceError,
+    ToolError,
+    ToolnexusError,
+)
 from .install import CLIENTS
 
 __all__ = ["CliError", "main"]
@@ -42,16 +52,23 @@ class CliError(ToolnexusError):
         self.code = code
 
     def show(self, out: IO[str]) -> None:
-        out.write(f"{_paint('Error:', '31', out)} {self.message}\n")
+        out.write(f"{paint('Error:', '31', out)} {self.message}\n")
         if self.hint:
             out.write(f"{self.hint}\n")
 
 
-def _paint(text: str, color: str, out: IO[str]) -> str:
-    """Colour only on a terminal, and never when NO_COLOR is set."""
-    if os.environ.get("NO_COLOR") or not getattr(out, "isatty", lambda: False)():
-        return text
-    return f"\x1b[{color}m{text}\x1b[0m"
+class _Version(argparse.Action):
+    """`--version`: read from the installed metadata only when asked (pyproject.toml is the one
+    place the version is written)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from . import __version__
+
+        sys.stdout.write(f"toolnexus {__version__}\n")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         "143 terminated (SIGTERM). "
         "Colour only on a terminal; NO_COLOR turns it off.",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check manifests and report every problem (file:line:col)")
@@ -72,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start the MCP servers and report each one (state, skipped tools)",
     )
+    p.add_argument("--json", action="store_true", help="print one JSON report per file")
 
     p = sub.add_parser("list", help="list the tools of a manifest")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -100,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also ask a running `toolnexus serve --http` at URL (its /healthz) how it is: "
         "state store, drain, reload watch",
     )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("watch", help="reload on every change and print what changed")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -186,6 +206,10 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace an entry of the same name (backed up)"
     )
     p.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh, fish)")
+    p.add_argument(
+        "shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh, fish"
+    )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
         p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
@@ -237,6 +261,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .adapters.strictness import not_strict, report
     from .build import check_manifest
 
+    if args.json:
+        return _validate_json(args)
     failed = 0
     for path in args.files:
         if not path.is_file():
@@ -254,7 +280,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{path}: {exc}\n")
             failed += 1
         else:
-            ok = _paint("ok", "32", sys.stdout)
+            ok = paint("ok", "32", sys.stdout)
             declared = _plural(tools, "tool")
             if servers and not args.connect:
                 declared += f", {_plural(servers, 'MCP server')} (not started)"
@@ -264,11 +290,57 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 failed += not _connect_and_report(path, sys.stdout)
                 continue
             for issue in pending:  # may name a tool of a server not started
-                sys.stdout.write(f"  {_paint('unchecked', '33', sys.stdout)} {issue}\n")
+                sys.stdout.write(f"  {paint('unchecked', '33', sys.stdout)} {issue}\n")
     if len(args.files) > 1:
         good = len(args.files) - failed
         sys.stdout.write(f"{len(args.files)} files checked: {good} ok, {failed} invalid\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _validate_json(args: argparse.Namespace) -> int:
+    """`validate --json`: a JSON list with one report per file (`ok`, `issues` as strings,
+    `tools`, `not_strict`; with `--connect`, `servers` and `meets_no_tool`)."""
+    from .adapters.strictness import not_strict
+    from .build import check_manifest
+    from .toolkit import create_toolkit
+
+    reports: list[dict[str, Any]] = []
+    for path in args.files:
+        report: dict[str, Any] = {"file": str(path), "ok": False, "issues": []}
+        reports.append(report)
+        if not path.is_file():
+            report["issues"] = [f"{path}: no such file"]
+            continue
+        try:
+            built, _, pending = check_manifest(path)
+        except ManifestError as exc:
+            report["issues"] = [str(issue) for issue in exc.issues]
+            continue
+        except ConfigError as exc:
+            report["issues"] = [f"{path}: {exc}"]
+            continue
+        report.update(
+            ok=True,
+            tools=[t.name for t in built],
+            not_strict=not_strict(built),
+            unchecked=[str(issue) for issue in pending],
+        )
+        if not args.connect:
+            continue
+        try:
+            toolkit = create_toolkit(path)
+        except SourceError as exc:
+            report.update(ok=False, issues=[str(exc)])
+            continue
+        with toolkit:
+            servers = [v for v in toolkit.status().values() if isinstance(v, dict)]
+            meets_no_tool = [str(w) for w in toolkit.warnings()]
+            report.update(tools=toolkit.names(), servers=servers, meets_no_tool=meets_no_tool)
+        ready = all(s.get("state") == "ready" and not s.get("login") for s in servers)
+        report["ok"] = ready and not meets_no_tool
+    json.dump(reports, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return EXIT_OK if all(r["ok"] for r in reports) else EXIT_FAILED
 
 
 def _connect_and_report(path: Path, out: Any) -> bool:
@@ -277,43 +349,41 @@ def _connect_and_report(path: Path, out: Any) -> bool:
     known; False if a server did not start or something meets nothing."""
     from .toolkit import create_toolkit
 
+    progress = ServerProgress(out)
     try:
-        toolkit = create_toolkit(path)
+        with progress.attached():
+            toolkit = create_toolkit(path)
     except SourceError as exc:  # a required server did not start
-        out.write(f"{path}: {_paint('failed', '31', out)}  {exc}\n")
+        out.write(f"{path}: {paint('failed', '31', out)}  {exc}\n")
         return False
     with toolkit:
-        good = _report_servers(toolkit.status(), out)
+        good = _report_servers(toolkit.status(), out, shown=progress.shown)
         problems = toolkit.warnings()
     for issue in problems:
         sys.stderr.write(f"{issue}\n")
     return good and not problems
 
 
-def _report_servers(status: dict[str, Any], out: Any) -> bool:
-    """One line per MCP server (state, tool count or reason), then one per skipped tool; False
-    if a server is not ready."""
+def _report_servers(
+    status: dict[str, Any], out: Any, *, shown: dict[str, dict[str, Any]] | None = None
+) -> bool:
+    """One row per MCP server (state, start time, tool count or reason) not already shown as
+    it finished, then one line per skipped tool; False if a server is not ready."""
     good_all = True
-    for name, info in status.items():
+    rows: list[list[str]] = []
+    skipped: list[str] = []
+    for info in status.values():
         if not isinstance(info, dict):
             continue
-        state = str(info.get("state"))
-        good = state == "ready"
+        cells, good = server_row(info, out)
         good_all = good_all and good
-        detail = (
-            _plural(int(info.get("tool_count", 0)), "tool")
-            if good
-            else str(info.get("reason") or info.get("last_error") or state)
-        )
-        shown = _paint("ok", "32", out) if good else _paint(state, "31", out)
-        if info.get("login"):
-            good_all = False
-            shown = _paint(f"login {info['login']}", "33", out)
-            detail = str(info.get("reason") or info.get("last_error") or detail)
-        out.write(f"  mcp {name:<12} {shown}  {detail}\n")
-        for skipped in info.get("skipped") or ():
-            mark = _paint("skipped", "33", out)
-            out.write(f"      {mark} {skipped['tool']!r}: {skipped['reason']}\n")
+        if shown is None or info.get("name") not in shown:
+            rows.append(cells)
+        for tool in info.get("skipped") or ():
+            mark = paint("skipped", "33", out)
+            skipped.append(f"      {mark} {tool['tool']!r}: {tool['reason']}\n")
+    table(rows, out, indent="  ")
+    out.writelines(skipped)
     return good_all
 
 
@@ -321,7 +391,7 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _flags(tool: Any) -> str:
+def _flags(tool: Any) -> list[str]:
     """MCP annotation semantics: `destructive` and `idempotent` only mean something for a tool
     that writes, so a read-only tool shows `read-only` alone."""
     labels = ["read-only"] if tool.read_only else []
@@ -330,7 +400,7 @@ def _flags(tool: Any) -> str:
         labels += ["idempotent"] if tool.idempotent else []
     labels += ["open-world"] if tool.open_world else []
     labels += ["concurrent"] if tool.concurrent else []
-    return ",".join(labels) or "-"
+    return labels
 
 
 def _describe_approval(tool: Any) -> str:
@@ -378,11 +448,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     columns = ["name", "source", "flags", "approval", "sandbox"]
-    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns}
-    header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
-    sys.stdout.write(_paint(header, "1", sys.stdout) + "\n")
-    for r in rows:
-        sys.stdout.write("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
+    cells = [[",".join(r[c]) or "-" if c == "flags" else str(r[c]) for c in columns] for r in rows]
+    table(cells, sys.stdout, header=columns)
     report(loose, sys.stderr)
     for name, info in status.items():
         if not isinstance(info, dict):
@@ -408,11 +475,8 @@ def _terminal_approver(assume_yes: bool) -> Any:
             sys.stderr.write(f"approved by --yes: {request.tool.name} ({rule})\n")
             return True
         if not sys.stdin.isatty():
-            sys.stderr.write(
-                f"{request.tool.name} needs approval ({rule}) and there is no terminal to ask; "
-                "pass --yes to approve\n"
-            )
-            return False
+            # The refusal's reason is what the result says: nobody declined, nobody was asked.
+            raise ToolError("there is no terminal to ask; pass --yes to approve")
         args_text = json.dumps(dict(request.arguments), ensure_ascii=False)
         sys.stderr.write(f"Allow {request.tool.name}({args_text})?\n  {rule}\n[y/N] ")
         sys.stderr.flush()
@@ -497,51 +561,83 @@ def _ripgrep() -> str | None:
     return None
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, kw_only=True)
+class _Check:
+    """One row of `doctor`: what was checked, how it stands, and what it means or what to do."""
+
+    name: str
+    state: str
+    """`ok`, `missing`, or a value (the Python version, the best sandbox mechanism)."""
+    detail: str = ""
+
+
+def _doctor_checks() -> list[_Check]:
+    """What is installed and enforceable here, one row per thing a user may have to fix."""
+    from .mcp.tokens import TokenStore
     from .runtime.sandbox import detect
 
-    out = sys.stdout
-    ok = _paint("ok", "32", out)
-    no = _paint("missing", "33", out)
-    out.write(f"python      {sys.version.split()[0]} ({sys.executable})\n")
+    checks = [_Check(name="python", state=sys.version.split()[0], detail=sys.executable)]
     support = detect()
-    out.write(f"sandbox     best mechanism: {support.best}\n")
+    checks.append(_Check(name="sandbox", state=str(support.best), detail="best mechanism"))
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
-        out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
-    from .mcp.tokens import TokenStore
-
+        state = "ok" if mech.available else "missing"
+        checks.append(_Check(name=f"  {name}", state=state, detail=mech.reason))
     store = TokenStore()
     records = [store.get(url) or {} for url in store.servers()]
     logins = _plural(sum(1 for r in records if r.get("tokens")), "login")
     if expired := sum(1 for r in records if r.get("expired") and not r.get("tokens")):
         logins += f", {expired} expired"  # refresh refused: `toolnexus login` again
-    out.write(f"tokens      {store.path} ({logins})\n")
+    checks.append(_Check(name="tokens", state=logins, detail=str(store.path)))
     rg = _ripgrep()
     fallback = "grep/glob use the pure-Python fallback; pip install 'toolnexus[builtin]'"
-    out.write(f"ripgrep     {ok if rg else no}  {rg or fallback}\n")
+    checks.append(_Check(name="ripgrep", state="ok" if rg else "missing", detail=rg or fallback))
     for module, why in (("markdownify", "fetch: HTML to Markdown"), ("pathspec", ".gitignore")):
         try:
             __import__(module)
-            out.write(f"{module:<11} {ok}  {why}\n")
+            checks.append(_Check(name=module, state="ok", detail=why))
         except ImportError:
-            out.write(f"{module:<11} {no}  {why}: pip install 'toolnexus[builtin]'\n")
+            checks.append(
+                _Check(
+                    name=module,
+                    state="missing",
+                    detail=f"{why}: pip install 'toolnexus[builtin]'",
+                )
+            )
+    return checks
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    checks = _doctor_checks()
+    if args.json:
+        return _doctor_json(args, checks)
+    colours = {"ok": "32", "missing": "33"}
+    rows = [
+        [c.name, paint(c.state, colours[c.state], out) if c.state in colours else c.state, c.detail]
+        for c in checks
+    ]
+    table(rows, out)
     code = EXIT_OK if args.url is None or _report_health(args.url, out) else EXIT_FAILED
     if args.file is None:
         return code
     from .toolkit import create_toolkit
 
     _require_file(args.file)
+    out.write(f"{args.file}:\n")
+    out.flush()
+    progress = ServerProgress(out)
     try:
-        toolkit = create_toolkit(args.file)
+        with progress.attached():
+            toolkit = create_toolkit(args.file)
     except SourceError as exc:  # a required server did not start: that is the diagnosis
-        out.write(f"{args.file}: {_paint('failed', '31', out)}  {exc}\n")
+        out.write(f"{args.file}: {paint('failed', '31', out)}  {exc}\n")
         return EXIT_FAILED
     with toolkit:
-        out.write(f"{args.file}: {len(toolkit.tools())} tools\n")
-        if not _report_servers(toolkit.status(), out):
+        if not _report_servers(toolkit.status(), out, shown=progress.shown):
             code = EXIT_FAILED
+        out.write(f"  {_plural(len(toolkit.tools()), 'tool')}\n")
         for issue in toolkit.warnings():
-            out.write(f"  {_paint('meets no tool', '31', out)}  {issue}\n")
+            out.write(f"  {paint('meets no tool', '31', out)}  {issue}\n")
             code = EXIT_FAILED
     return code
 
@@ -552,18 +648,58 @@ def _report_health(url: str, out: IO[str]) -> bool:
     from .serve.health import read_health
 
     health = read_health(url)
-    shown = _paint(health.status, "32" if health.status == "ok" else "31", out)
+    shown = paint(health.status, "32" if health.status == "ok" else "31", out)
     seen = f"generation {health.generation}" if health.generation is not None else health.detail
     out.write(f"server      {health.url}: {shown}  {seen}\n")
     if health.watch == "lost":
         files = _plural(health.missing, "watched file")
         out.write(
-            f"  watch     {_paint('lost', '31', out)}  {files} gone (the server's log names "
+            f"  watch     {paint('lost', '31', out)}  {files} gone (the server's log names "
             "them); the last good tools keep serving, and the watch reloads when they are back\n"
         )
     elif health.watch is not None:
-        out.write(f"  watch     {_paint('ok', '32', out)}  watching the manifest's files\n")
+        out.write(f"  watch     {paint('ok', '32', out)}  watching the manifest's files\n")
     return health.healthy
+
+
+def _doctor_json(args: argparse.Namespace, checks: list[_Check]) -> int:
+    """`doctor --json`: the same checks, and the manifest's servers as `list --json` has them."""
+    from .toolkit import create_toolkit
+
+    payload: dict[str, Any] = {
+        "checks": [{"name": c.name.strip(), "state": c.state, "detail": c.detail} for c in checks]
+    }
+    code = EXIT_OK
+    if args.url is not None:
+        from .serve.health import read_health
+
+        health = read_health(args.url)
+        payload["server"] = dataclasses.asdict(health)
+        code = EXIT_OK if health.healthy else EXIT_FAILED
+    if args.file is not None:
+        _require_file(args.file)
+        try:
+            toolkit = create_toolkit(args.file)
+        except SourceError as exc:
+            payload["manifest"] = {"file": str(args.file), "error": str(exc)}
+            code = EXIT_FAILED
+        else:
+            with toolkit:
+                status = toolkit.status()
+                servers = [v for v in status.values() if isinstance(v, dict)]
+                warnings = [str(w) for w in toolkit.warnings()]
+                payload["manifest"] = {
+                    "file": str(args.file),
+                    "tools": len(toolkit.tools()),
+                    "servers": servers,
+                    "meets_no_tool": warnings,
+                }
+            ready = all(s.get("state") == "ready" and not s.get("login") for s in servers)
+            if not ready or warnings:
+                code = EXIT_FAILED
+    json.dump(payload, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return code
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -574,7 +710,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     def show(event: ReloadEvent) -> None:
         stream = sys.stderr if event.error else sys.stdout
-        mark = _paint("✗", "31", stream) if event.error else _paint("✓", "32", stream)
+        mark = paint("✗", "31", stream) if event.error else paint("✓", "32", stream)
         stream.write(f"{mark} {event.describe()}\n")
         watch = toolkit.watch_status()
         if watch is not None and watch["state"] == "lost":
@@ -696,6 +832,13 @@ def _cmd_login(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from .completion import completion_script
+
+    sys.stdout.write(completion_script(args.shell, _parser()))
+    return EXIT_OK
+
+
 def _require_file(path: Path) -> None:
     if not path.exists():
         raise CliError(f"{path}: no such file", hint="Give the path of a manifest (tools.yaml).")
@@ -712,4 +855,5 @@ _COMMANDS = {
     "install": _cmd_install,
     "login": _cmd_login,
     "logout": _cmd_login,
+    "completion": _cmd_completion,
 }

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +68,15 @@ class Executor:
         state: dict[str, Any] | None = None,
         store: StateBackend | None = None,
         access: AccessRules | None = None,
+        missing: Callable[[], str] | None = None,
     ) -> None:
         self.registry = registry
         self.access = access
         """Which callers may see and call which tools (`access:`); None: every caller."""
+        self.missing = missing
+        """Why tools may be missing now (the MCP servers that are not ready), added to the
+        answer for an unknown name: the model and the user learn the cause, not only the
+        symptom."""
         self.middleware = tuple(middleware)
         self.permissions = permissions
         self.approver = approver
@@ -226,7 +231,7 @@ class Executor:
     def _prepare(self, name: str) -> tuple[Tool, Validator, Next, Tool]:
         tool = self.registry.get(name)
         if tool is None:
-            raise ToolNotFound(self.registry.not_found_message(name, names=self._visible()))
+            raise ToolNotFound(self._not_found(name))
         if self.access is not None:
             caller = current_caller()
             why = self.access.refusal(tool, caller)
@@ -234,13 +239,21 @@ class Executor:
                 # Told exactly what an unknown name is told, so that a caller cannot learn which
                 # tools exist beyond its own; the operator's log says why.
                 logger.warning("refused a call of %r by access: %s", name, why)
-                raise ToolNotFound(self.registry.not_found_message(name, names=self._visible()))
+                raise ToolNotFound(self._not_found(name))
         prepared = self._prepared.get(name)
         if prepared is None or prepared[0] is not tool:
             chain = _compose((*self.middleware, *tool.middleware), _run_inner)
             prepared = (tool, compile_validator(tool.parameters), chain, rules_view(tool))
             self._prepared[name] = prepared
         return prepared
+
+    def _not_found(self, name: str) -> str:
+        """The answer for an unknown (or, to this caller, hidden) name, with why tools may be
+        missing now."""
+        message = self.registry.not_found_message(name, names=self._visible())
+        if self.missing is not None and (why := self.missing()):
+            message += f"; {why}"
+        return message
 
     def _visible(self) -> list[str] | None:
         """The names the current caller may see (None: every one), for "did you mean"."""

@@ -34,7 +34,7 @@ from .errors import ManifestError
 if TYPE_CHECKING:
     from .base import Tool
 
-__all__ = ["ReloadEvent", "Watcher", "diff_tools", "files_named_by"]
+__all__ = ["ReloadEvent", "Watcher", "code_changed", "diff_tools", "files_named_by"]
 
 logger = logging.getLogger("toolnexus.reload")
 
@@ -54,6 +54,9 @@ class ReloadEvent:
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     """Tools whose description, parameters or flags differ (what a model sees)."""
+    code_changed: tuple[str, ...] = ()
+    """Tools a model sees unchanged whose code was edited (their module is among `trigger`):
+    the edit was picked up, the agent needs no new tool list."""
     error: BaseException | None = None
     """Why the reload failed (a `ManifestError` carries file:line); the old tools still run."""
     duration: float = 0.0
@@ -69,10 +72,12 @@ class ReloadEvent:
         """One line for a terminal or a log: the generation and its diff of tools, or the error."""
         if self.error is not None:
             return f"reload failed, generation {self.generation} kept: {self.error}"
-        if self.kind == "unchanged":
-            return f"generation {self.generation}: no tool changed"
         parts = [f"+{n}" for n in self.added] + [f"-{n}" for n in self.removed]
         parts += [f"~{n}" for n in self.changed]
+        if self.code_changed:
+            parts.append(", ".join(self.code_changed) + ": code changed")
+        if not parts and self.kind == "unchanged":
+            return f"generation {self.generation}: no tool changed"
         return f"generation {self.generation}: " + (" ".join(parts) or "tools refreshed")
 
 
@@ -90,6 +95,30 @@ def diff_tools(
         )
     )
     return added, removed, changed
+
+
+def code_changed(
+    tools: Iterable[Tool], trigger: Iterable[str], skip: Iterable[str]
+) -> tuple[str, ...]:
+    """The tools (but those in `skip`, already reported) whose Python module files are among
+    the `trigger` files: a reload caused by an edit of their code."""
+    edited = {_resolved(p) for p in trigger}
+    left_out = set(skip)
+    return tuple(
+        sorted(
+            t.name
+            for t in tools
+            if t.name not in left_out
+            and any(_resolved(str(f)) in edited for f in t.meta.get("files") or ())
+        )
+    )
+
+
+def _resolved(path: str) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # a loop of links: compare as written
+        return Path(path)
 
 
 def _signature(tool: Tool) -> tuple[Any, ...]:
@@ -280,9 +309,7 @@ class Watcher:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            hits = sorted(
-                p for p in self._pending if p in self._points or p in self._ancestors
-            )
+            hits = sorted(p for p in self._pending if p in self._points or p in self._ancestors)
             self._pending.clear()
             if hits:
                 # What a path on the way leads to may have changed: watch what is there now,

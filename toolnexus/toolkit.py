@@ -424,8 +424,9 @@ class Toolkit:
         When the toolkit is watched, the files of the new generation are watched before any
         listener hears of it, so an edit made in response to the event is never missed.
         """
-        from .reload import ReloadEvent, diff_tools, files_named_by
+        from .reload import ReloadEvent, code_changed, diff_tools, files_named_by
 
+        trigger = tuple(trigger)  # read twice: the event's record and the code-change check
         started = time.monotonic()
         async with self._lock:
             current = self._current()
@@ -450,6 +451,7 @@ class Toolkit:
                     added=added,
                     removed=removed,
                     changed=changed,
+                    code_changed=code_changed(new.tools(), trigger, (*added, *changed)),
                     duration=time.monotonic() - started,
                     trigger=tuple(trigger),
                 )

@@ -262,7 +262,7 @@ def test_http_server_that_restarts_and_forgets_the_session(no_leaks: None) -> No
 @pytest.mark.parametrize(
     ("headers", "path", "words"),
     [
-        ({}, "/mcp", ["HTTP 401", "token is missing", 'Authorization: "Bearer ${TOKEN}"']),
+        ({}, "/mcp", ["HTTP 401", "no token was sent", 'Authorization: "Bearer ${TOKEN}"']),
         ({"Authorization": "Bearer wrong"}, "/mcp", ["HTTP 403", "token was refused"]),
         ({"Authorization": "Bearer sekrit"}, "/nope", ["HTTP 404", "URL is likely wrong"]),
     ],
@@ -285,7 +285,8 @@ def test_http_error_statuses_mid_session_are_named(no_leaks: None, tmp_path: Pat
     gate = tmp_path / "status"
     with http_server("--status-file", str(gate)) as (url, _), toolkit({"f": http(url)}) as tk:
         serving(tk)
-        for code, words in (("500", "HTTP 500 Internal Server Error"), ("401", "token is missing")):
+        statuses = (("500", "HTTP 500 Internal Server Error"), ("401", "no token was sent"))
+        for code, words in statuses:
             gate.write_text(code)
             failed = tk.execute("f_echo", {"text": "x"})
             assert failed.is_error and words in failed.content, failed.content

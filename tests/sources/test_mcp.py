@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -809,7 +810,11 @@ async def test_garbage_at_start_up_is_reported_as_such() -> None:
 def test_http_statuses_are_named_with_what_to_do() -> None:
     from toolnexus.mcp.convert import describe_http_status
 
-    assert "token is missing" in describe_http_status((401, "Unauthorized", "u"))
+    assert "no token was sent" in describe_http_status((401, "Unauthorized", "u"))
+    sent = describe_http_status((401, "Unauthorized", "u"), sent_token=True)
+    assert "the token was refused" in sent and "no token was sent" not in sent
+    in_json = describe_http_status((401, "Unauthorized", "u"), json_syntax=True)
+    assert '"headers": {"Authorization": "Bearer ${TOKEN}"}' in in_json
     assert 'Authorization: "Bearer ${TOKEN}"' in describe_http_status((401, "Unauthorized", "u"))
     assert "refused" in describe_http_status((403, "Forbidden", "u"))
     assert "URL is likely wrong" in describe_http_status((404, "Not Found", "http://h/x"))
@@ -883,7 +888,7 @@ def test_doctor_and_validate_connect_list_skipped_tools(
     path = _manifest_with_bad_tools(tmp_path)
     assert main(["doctor", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "mcp bad          ok  3 tools" in out
+    assert re.search(r"mcp bad +ok +\d+\.\ds  3 tools\n", out), out  # with its start time
     assert "skipped 'bad_schema': its inputSchema is not a valid JSON Schema" in out
     assert "skipped 'no_schema': it has no inputSchema" in out
 

@@ -142,7 +142,10 @@ def _package(ref: str) -> ResolvedInclude:
         ) from None
     resource = root.joinpath(inner)
     if not resource.is_file():
-        raise IncludeProblem(f"package {package!r} has no file {inner!r} (needed by {ref!r})")
+        raise IncludeProblem(
+            f"package {package!r} has no file {inner!r} (needed by {ref!r}): it is missing from "
+            f"the installed package; {_ship_hint(package, inner)}"
+        )
     try:
         text = resource.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -199,6 +202,14 @@ def _toolset(ref: str) -> ResolvedInclude:
     if isinstance(obj, str | os.PathLike):
         path = Path(obj).expanduser()
         real = path if path.is_absolute() else folder / path
+        if not real.exists():
+            package = entry.module.split(".")[0]
+            top = _folder_of(sys.modules.get(package))
+            inner = os.path.relpath(real, top) if real.is_relative_to(top) else real.name
+            raise IncludeProblem(
+                f"tool set {name!r} ({entry.value}) names {_label(real)}, which is missing from "
+                f"the installed package {package!r}; {_ship_hint(package, inner)}"
+            )
         text = _read(real, real)
         return ResolvedInclude(
             label=ref,
@@ -213,6 +224,16 @@ def _toolset(ref: str) -> ResolvedInclude:
     raise IncludeProblem(
         f"tool set {name!r} ({entry.value}) gave {type(obj).__name__}: expected a manifest path, "
         "a mapping, or a callable returning one"
+    )
+
+
+def _ship_hint(package: str, inner: str) -> str:
+    """How to ship a manifest as package data: the usual cause of a missing one is a build
+    backend that packs only `.py` files."""
+    return (
+        "ship it as package data, e.g. in the package's pyproject.toml "
+        f'`[tool.setuptools.package-data]` `{package} = ["{inner}"]`, then reinstall '
+        "(hatchling and flit ship every file inside the package folder)"
     )
 
 

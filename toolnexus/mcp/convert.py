@@ -350,13 +350,16 @@ def translate_error(
     timeout: float | None,
     http_status: HttpStatus | None = None,
     broken: str | None = None,
+    sent_token: bool = False,
+    json_syntax: bool = False,
 ) -> ToolError:
     """One failure of an MCP call (SDK, transport, anyio, HTTP) as a `ToolError` for the model.
 
     Timeouts become `ToolTimeout` (retryable); a lost connection and network errors are
     retryable too; errors the server answered with are not. `http_status` is the HTTP error
     the connection last saw (the SDK reports it only as "Server returned an error response");
-    `broken` says how a stdio server broke the protocol, when it did.
+    `broken` says how a stdio server broke the protocol, when it did; `sent_token` and
+    `json_syntax` shape the advice for a 401 (see `describe_http_status`).
     """
     import anyio
     import httpx2
@@ -390,7 +393,8 @@ def translate_error(
         if http_status is not None and exc.error.message in _SDK_HTTP_STAND_INS:
             code = http_status[0]
             return ToolError(
-                f"{where} answered '{tool}' with {describe_http_status(http_status)}",
+                f"{where} answered '{tool}' with "
+                + describe_http_status(http_status, sent_token=sent_token, json_syntax=json_syntax),
                 retryable=code >= 500 or code == 429,
             )
         if exc.code == types.INVALID_PARAMS:
@@ -456,19 +460,34 @@ def _broken(tool: str, where: str, broken: str) -> str:
     )
 
 
-def describe_http_status(status: HttpStatus) -> str:
-    """An HTTP error answer in words, with what to do about it."""
+def describe_http_status(
+    status: HttpStatus, *, sent_token: bool = False, json_syntax: bool = False
+) -> str:
+    """An HTTP error answer in words, with what to do about it.
+
+    Args:
+        status: the answer.
+        sent_token: an `Authorization` header was sent, so a 401 refused it (else none was).
+        json_syntax: the server was declared in a `.mcp.json` file: the example is in JSON.
+    """
     code, reason, url = status
     said = f"HTTP {code}{' ' + reason if reason else ''}"
-    example = '`headers: {Authorization: "Bearer ${TOKEN}"}`'
+    example = (
+        '`"headers": {"Authorization": "Bearer ${TOKEN}"}` in its .mcp.json entry'
+        if json_syntax
+        else '`headers: {Authorization: "Bearer ${TOKEN}"}` in its manifest entry'
+    )
+    if code == 401 and not sent_token:
+        return f"{said}: no token was sent and the server requires one; give one, e.g. {example}"
     if code == 401:
         return (
-            f"{said}: a token is missing; give one in the server's manifest entry, e.g. {example}"
+            f"{said}: the token was refused (wrong or expired); check the token that the "
+            f"Authorization header sends, e.g. {example}"
         )
     if code == 403:
         return (
             f"{said}: the token was refused (wrong, expired, or without access); check the "
-            f"token the manifest sends, e.g. {example}"
+            f"token the entry sends, e.g. {example}"
         )
     if code == 404:
         return f"{said} for {url}: the URL is likely wrong (MCP endpoints usually end in /mcp)"

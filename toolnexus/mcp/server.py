@@ -157,6 +157,8 @@ class McpServerStatus:
     login: str | None = None
     """`auth: oauth` servers that refused the stored login: `missing`, `expired` or
     `insufficient_scope` (`reason` or `last_error` names the `toolnexus login` to run)."""
+    started_in: float | None = None
+    """Seconds the first start took, to ready or to failure (None before it ends)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,6 +176,7 @@ class McpServerStatus:
             "skipped": [s.to_dict() for s in self.skipped],
             "tools_changed": self.tools_changed,
             "login": self.login,
+            "started_in": self.started_in,
         }
 
 
@@ -342,6 +345,7 @@ class McpServer:
         self._tools_changed = 0
         self._login: LoginProblem | None = None
         """Why the server refused the stored OAuth login, until a request succeeds."""
+        self._started_in: float | None = None
 
     @property
     def name(self) -> str:
@@ -372,6 +376,7 @@ class McpServer:
             skipped=self._skipped,
             tools_changed=self._tools_changed,
             login=self._login.kind if self._login is not None else None,
+            started_in=self._started_in,
         )
 
     def tools(self) -> list[Tool]:
@@ -391,12 +396,15 @@ class McpServer:
                 "create a new McpServer to connect again"
             )
         self._state = McpServerState.CONNECTING
+        began = time.monotonic()
         try:
             await self._connect()
         except SourceError:
             if self._state is not McpServerState.CLOSED:
                 self._state = McpServerState.FAILED
             raise
+        finally:
+            self._started_in = time.monotonic() - began
 
     async def set_roots(self, roots: Sequence[Path]) -> None:
         """Offer other roots (after the workspace) from now on, and tell a connected server
@@ -447,7 +455,7 @@ class McpServer:
             return conn
         if not conn.ready.is_set():
             reason = f"no answer to the MCP handshake within {timeout:g} s (connect_timeout)"
-            reason += _quoted_stderr(conn.stderr_tail())
+            reason += self._stderr_note(conn)
             self._close_connection(conn)
         else:
             reason = self._describe_start_failure(conn)
@@ -583,20 +591,36 @@ class McpServer:
             process, max_message=spec.max_message, on_broken=conn.set_broken
         )
 
+    def _stderr_note(self, conn: _Connection) -> str:
+        """The end of the server's stderr, and when it shows a file refusal on a path the
+        sandbox keeps from the server, which policy did it and what would allow it."""
+        tail = conn.stderr_tail()
+        note = _quoted_stderr(tail)
+        if self.sandbox is not None and tail:
+            why = self.sandbox.explain_refusal(tail, self.workspace)
+            if why:
+                note += f"; {why}"
+        return note
+
     def _describe_start_failure(self, conn: _Connection) -> str:
         import httpx2
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
         exc = leaf_exception(conn.error) if conn.error is not None else None
-        tail = _quoted_stderr(conn.stderr_tail())
+        tail = self._stderr_note(conn)
         if conn.broken is not None:
             return f"the server broke the MCP protocol on stdout: {conn.broken}{tail}"
         if conn.http_status is not None and isinstance(exc, MCPError):
             refusal = self._refusal(conn)
             if refusal is not None:
                 return refusal
-            return f"the server answered {describe_http_status(conn.http_status)}"
+            described = describe_http_status(
+                conn.http_status,
+                sent_token=self.spec.sends_token,
+                json_syntax=self.spec.json_syntax,
+            )
+            return f"the server answered {described}"
         if isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
             return f"command {self.spec.command!r} not found (is it installed and on PATH?)"
         if isinstance(exc, PermissionError):
@@ -680,7 +704,7 @@ class McpServer:
             cause = f": {leaf_exception(conn.error)}" if conn.error is not None else ""
             what = f"the server's connection ended unexpectedly{cause}"
         self._state = McpServerState.CRASHED
-        stderr = _quoted_stderr(conn.stderr_tail())
+        stderr = self._stderr_note(conn)
         self._reason = self._last_error = f"{what}{stderr}; it is restarted on the next call"
         logger.warning("MCP server '%s': %s", self.spec.name, self._reason)
 
@@ -868,6 +892,8 @@ class McpServer:
                 timeout=timeout,
                 http_status=conn.http_status,
                 broken=conn.broken,
+                sent_token=self.spec.sends_token,
+                json_syntax=self.spec.json_syntax,
             )
             self._last_error = error.message
             raise error from exc
@@ -1118,11 +1144,26 @@ async def connect_all(servers: Iterable[McpServer]) -> None:
     failed: list[tuple[McpServer, SourceError]] = []
 
     async def start(server: McpServer) -> None:
+        # Each server's start and end is a log record carrying `mcp_progress`, so a listener on
+        # another thread (the CLI's live lines, an application's log) sees servers as they
+        # finish, not after the slowest one.
+        logger.debug(
+            "MCP server %r starting", server.name, extra={"mcp_progress": server.status}
+        )
         try:
             await server.start()
         except SourceError as exc:
             failed.append((server, exc))
-            logger.warning("%s", exc)
+            logger.warning("%s", exc, extra={"mcp_progress": server.status})
+        else:
+            status = server.status
+            logger.info(
+                "MCP server %r ready in %.1f s (%d tools)",
+                server.name,
+                status.started_in or 0.0,
+                status.tool_count,
+                extra={"mcp_progress": status},
+            )
 
     async with anyio.create_task_group() as tg:
         for server in servers:

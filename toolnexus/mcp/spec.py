@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -109,6 +109,14 @@ class McpServerSpec:
     """Seconds a call may take in all, however much progress it reports."""
     log_level: str | None = None
     """The lowest MCP log level the server should send (`logging/setLevel`); None: its own."""
+    json_syntax: bool = field(default=False, compare=False)
+    """Declared in a `.mcp.json` file (the `mcpServers` format): hints about the entry are
+    written in JSON, not in the manifest's YAML."""
+
+    @property
+    def sends_token(self) -> bool:
+        """An `Authorization` header is configured: a 401 means the token was refused."""
+        return any(key.lower() == "authorization" for key, _ in self.headers)
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):

@@ -44,6 +44,18 @@ from .._suggest import did_you_mean
 from ..errors import ConfigError, PathRefused, SandboxUnavailable
 from . import launcher as _lx
 
+_REFUSALS = (
+    "eacces",
+    "erofs",
+    "eperm",
+    "permission denied",
+    "read-only file system",
+    "operation not permitted",
+)
+"""How programs say the kernel refused a file operation (errno names, strerror texts)."""
+_WHICH = "the `sandbox:` that applies (the entry's own, else `defaults.sandbox`)"
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/[^\s'\"`,;()\[\]{}<>|]+)")
+
 __all__ = [
     "DEFAULT_ENV_ALLOW",
     "Mechanism",
@@ -288,6 +300,58 @@ class SandboxPolicy:
             p = Path(entry).expanduser()
             out.extend([_real(p)] if p.is_absolute() else [_real(r / p) for r in roots])
         return _dedupe(out)
+
+    def explain_refusal(self, output: str, workspace: Path) -> str | None:
+        """Why a confined process's own error is likely the sandbox's doing, in words, with the
+        manifest key that would allow it; None when its output names no path the policy keeps
+        from it.
+
+        A server that fails with its own `EACCES ... memory.jsonl` says nothing of the sandbox:
+        this reads the output for a refusal (`EACCES`, `EROFS`, `EPERM`, "permission denied",
+        "read-only file system", or `ENOENT` on a `deny_read` path) naming an absolute path
+        that the policy does not let it write (or read), and says so.
+        """
+        roots = self.writable_roots(workspace)
+        protected = self.protected_paths(workspace)
+        for line in output.splitlines():
+            lowered = line.lower()
+            missing = "enoent" in lowered or "no such file" in lowered
+            if not missing and not any(word in lowered for word in _REFUSALS):
+                continue
+            for found in _ABSOLUTE_PATH.findall(line):
+                path = Path(found.rstrip(".:"))
+                pattern = self.denied(path)
+                if pattern is not None:
+                    return (
+                        f"the sandbox hides {path} from it: `deny_read` has {pattern!r}; remove "
+                        f"that pattern from {_WHICH}, if it may read it"
+                    )
+                if missing:
+                    continue
+                real = _real(path)
+                if any(real == p or real.is_relative_to(p) for p in protected):
+                    return (
+                        f"the sandbox keeps {path} read-only: it is protected (.git, the "
+                        "manifest files), whatever `writable` says"
+                    )
+                if any(real.is_relative_to(r) for r in roots):
+                    continue
+                folder = real.parent
+                if self.filesystem == "read-only":
+                    allow = (
+                        f"set `filesystem: workspace-write` in {_WHICH} (the "
+                        f"workspace {_real(workspace)} becomes writable), and add "
+                        f"`writable: [{folder}]` for a folder outside it"
+                    )
+                else:
+                    allow = f"add `writable: [{folder}]` to {_WHICH}"
+                return (
+                    f"the sandbox (filesystem: {self.filesystem}) does not let it write {path}, "
+                    f"which is outside the folders it may write ("
+                    + (", ".join(str(r) for r in roots) or "none")
+                    + f"); {allow}, or point the program at a file in the workspace"
+                )
+        return None
 
     def denied(self, path: Path) -> str | None:
         """The `deny_read` pattern that covers `path` (absolute), if any."""

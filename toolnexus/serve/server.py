@@ -29,6 +29,7 @@ toolnexus.serve` stays cheap, and `import toolnexus` never loads it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import ipaddress
@@ -369,7 +370,8 @@ def _build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         started = time.perf_counter()
         arguments = params.arguments or {}
-        verdict = toolkit.check(params.name, arguments)
+        written = toolkit.check(params.name, arguments)
+        verdict = _from_the_manifests_folder(written, toolkit)
         label = tool_label(toolkit, params.name)
         approver: Approver = _refuse
         if verdict.decision is Decision.ASK:
@@ -401,6 +403,9 @@ def _build_server(
         await searches.observe(ctx, result)
         if metrics is not None:
             metrics.call(label, outcome(result), time.perf_counter() - started)
+        if result.is_error and written.origin and written.origin != verdict.origin:
+            content = result.content.replace(f"({written.origin})", f"({verdict.origin})")
+            result = dataclasses.replace(result, content=content)
         return mcp_result(result)
 
     def input_schema(tool_name: str) -> dict[str, Any] | None:
@@ -435,6 +440,21 @@ def _version() -> str:
         return version("toolnexus")
     except PackageNotFoundError:  # running from a source tree that was never installed
         return ""
+
+
+def _from_the_manifests_folder(verdict: Verdict, toolkit: Toolkit) -> Verdict:
+    """The verdict with the rule's file shown relative to the manifest's folder, as a local
+    toolkit run there shows it: a client is told `tools.yaml:6`, not the server's own
+    absolute paths (which tell it nothing it can use, and more than it needs)."""
+    source = toolkit.source
+    origin = verdict.origin
+    if origin is None or not isinstance(source, str | os.PathLike) or "\n" in str(source):
+        return verdict
+    given = os.path.dirname(os.fspath(source))
+    for prefix in {given, str(Path(source).absolute().parent)}:
+        if prefix and origin.startswith(prefix + os.sep):
+            return dataclasses.replace(verdict, origin=origin[len(prefix) + 1 :])
+    return verdict
 
 
 def _refuse(request: ApprovalRequest) -> bool:
@@ -672,26 +692,30 @@ class _BearerAuth:
         self.token = token.encode()
         self.exempt = exempt
 
-    def _authorized(self, scope: MutableMapping[str, Any]) -> bool:
+    def _refusal(self, scope: MutableMapping[str, Any]) -> tuple[dict[str, str], bytes] | None:
+        """None when the request carries the token; else the 401's body and challenge, saying
+        whether no token came or the one sent was refused (RFC 6750 §3.1: `invalid_token` only
+        for a token that was sent), and nothing about the token expected."""
         given = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, credentials = given.partition(b" ")
         # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
+        if scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token):
+            return None
+        if not given:
+            detail = "no token was sent: send Authorization: Bearer <token>"
+            body = {"error": "unauthorized", "detail": detail}
+            return body, b'Bearer realm="toolnexus"'
+        body = {"error": "invalid_token", "detail": "the token was refused"}
+        challenge = b'Bearer realm="toolnexus", error="invalid_token", '
+        return body, challenge + b'error_description="the token was refused"'
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] not in self.exempt
-            and not self._authorized(scope)
-        ):
-            await send_json(
-                send,
-                401,
-                {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
-                headers=[(b"www-authenticate", b'Bearer realm="toolnexus"')],
-            )
-            return
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope["path"] not in self.exempt:
+            refused = self._refusal(scope)
+            if refused is not None:
+                body, challenge = refused
+                await send_json(send, 401, body, headers=[(b"www-authenticate", challenge)])
+                return
             remember_caller(scope, TOKEN_CALLER)
         await self.app(scope, receive, send)
 

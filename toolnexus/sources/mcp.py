@@ -9,6 +9,7 @@ include chain in `build`, as every source's tools do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ def open_servers(
             # The toolkit's, not MCP's: a change of curation alone keeps the session.
             entry = {k: v for k, v in entry.items() if k not in ("defer", "arguments")}
             spec = McpServerSpec.from_mapping(decl.name, entry, base_dir=decl.base_dir)
+            if decl.namespaced:
+                spec = dataclasses.replace(spec, json_syntax=True)
             stdio = "command" in decl.spec
             sandbox = effective_sandbox(
                 decl.defaults.sandbox if stdio else None,

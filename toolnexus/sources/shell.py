@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,13 @@ class _Command:
             workspace=ctx.workspace,
             kill_grace=self.kill_grace,
         )
-        return self._result(done, timeout)
+        result = self._result(done, timeout)
+        if result.is_error and sandbox is not None and done.stderr:
+            # The command reports its own EACCES/EROFS; say when the sandbox is the cause.
+            why = sandbox.explain_refusal(done.stderr, ctx.workspace)
+            if why:
+                result = replace(result, content=f"{result.content}\nnote: {why}")
+        return result
 
     def _cwd(self, args: Mapping[str, Any], ctx: ToolContext) -> Path:
         if self.cwd is None:
