@@ -29,10 +29,11 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from run import ROOT, Row, median_us, table
 
-from toolnexus import Tool
+from toolnexus import Result, Tool, ToolContext
 from toolnexus.search import SearchIndex
 from toolnexus.search.index import parameter_text
 
@@ -292,8 +293,8 @@ SLACK = Path(__file__).parent / "fixtures" / "slack_web_tools.json"
 def _slack_tools() -> list[Tool]:
     """Slack's Web API methods as tools, from the stored MCP-shaped list (no network)."""
 
-    async def unused(arguments: dict[str, object], ctx: object) -> str:
-        return ""
+    async def unused(arguments: dict[str, Any], ctx: ToolContext) -> Result:
+        return Result(content="")  # never called: the benchmark only ranks
 
     return [
         Tool(
