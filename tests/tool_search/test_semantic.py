@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import textwrap
 import time
 from collections.abc import Sequence
@@ -195,3 +196,39 @@ def test_the_wordllama_embedder_runs_offline_from_its_wheel(tmp_path: Path) -> N
     assert index.embedded == 3
     ranked = index.ranked("will it rain tomorrow in Paris", 3)
     assert index.tools[ranked[0][0]].name == "forecast"
+
+
+def test_openapi_operations_are_browsed_by_their_first_tag(tmp_path: Path) -> None:
+    def operation(op_id: str, tag: str) -> dict[str, object]:
+        return {
+            "operationId": op_id,
+            "summary": op_id.replace("-", " "),
+            "tags": [tag, "extra"],
+            "responses": {"200": {"description": "OK"}},
+        }
+
+    doc = {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "servers": [{"url": "http://127.0.0.1:9"}],
+        "paths": {
+            "/a": {"get": operation("list-issues", "issues")},
+            "/b": {
+                "get": operation("get-repo", "repos"),
+                "delete": operation("delete-repo", "repos"),
+            },
+        },
+    }
+    spec = tmp_path / "api.json"
+    spec.write_text(json.dumps(doc))
+    manifest = {"version": 1, "tools": [{"openapi": str(spec)}], "tool_search": {}}
+    with create_toolkit(manifest) as toolkit:
+        browsed = toolkit.execute("tool_search", {"mode": "browse"})
+        assert browsed.structured["namespaces"] == [
+            {"namespace": "issues", "tools": 1},
+            {"namespace": "repos", "tools": 2},
+        ]
+        found = toolkit.execute(
+            "tool_search", {"query": "^", "mode": "regex", "namespace": "repos"}
+        )
+        assert sorted(found.metadata["tool_search"]) == ["delete-repo", "get-repo"]
