@@ -704,7 +704,12 @@ def _provenance(t: Tool, decl: Any, *, keep_origin: bool = False) -> Tool:
     return dataclasses.replace(
         t,
         origin=f"{origin} (included via {via})",
-        meta={**t.meta, "aliases": tuple(dict.fromkeys(names)), "where": decl.where},
+        meta={
+            **t.meta,
+            "aliases": tuple(dict.fromkeys(names)),
+            "where": decl.where,
+            "include": str(chain[0].ref),  # what tool search browses it under
+        },
     )
 
 

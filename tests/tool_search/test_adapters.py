@@ -166,6 +166,7 @@ def test_chat_completions_get_the_neutral_search_tool(toolkit: Toolkit) -> None:
     assert search["strict"] is True and search["parameters"]["required"] == [
         "query",
         "mode",
+        "namespace",
         "limit",
     ]
     calls = [ToolCall(name="tool_search", arguments='{"query": "weather forecast"}', id="c1")]

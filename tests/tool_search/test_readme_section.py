@@ -18,7 +18,7 @@ def section() -> str:
 
 
 def test_the_manifest_example_loads(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```yaml\n(.*?)```", section(), re.S)
+    block, semantic = re.findall(r"```yaml\n(.*?)```", section(), re.S)
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "ops.yaml").write_text("version: 1\n")
     (tmp_path / "github.json").write_text("{}")
@@ -34,6 +34,9 @@ def test_the_manifest_example_loads(tmp_path: Path) -> None:
     assert loaded.includes[0].defer is True
     assert [d.spec.get("defer") for d in loaded.tools] == [True, False]
     assert loaded.mcp_servers[0].spec["defer"] is True
+    (tmp_path / "semantic.yaml").write_text(semantic)
+    loaded = load_manifest(tmp_path / "semantic.yaml")
+    assert loaded.tool_search == {"embedder": "wordllama", "embedding_cache": False}
 
 
 def test_the_provider_table_names_what_the_adapters_send() -> None:

@@ -6,6 +6,8 @@ the others plus one search tool, and what a search finds is loaded for the rest 
 conversation. The modules, one job each:
 
 - `index`: ranking (BM25F over names, descriptions and parameter names; a regex mode);
+- `semantic`: ranking by meaning (an embedder the application passes, or wordllama's
+  bundled model), fused with `index`'s; vectors cached by content hash;
 - `state`: `SearchState`, the loaded tools of one conversation (the application keeps it);
 - `tool`: the provider-neutral `tool_search` tool;
 - `plan`: which tools of a generation are deferred (`ToolSearchSettings`, `apply_search`);
@@ -20,11 +22,14 @@ from __future__ import annotations
 
 from .index import SearchIndex
 from .plan import ToolSearchSettings, apply_search, definition_bytes, is_deferred, is_search_tool
+from .semantic import Embedder, EmbeddingCache, wordllama_embedder
 from .state import SearchState
 from .tool import SEARCH_TOOL
 
 __all__ = [
     "SEARCH_TOOL",
+    "Embedder",
+    "EmbeddingCache",
     "SearchIndex",
     "SearchState",
     "ToolSearchSettings",
@@ -32,4 +37,5 @@ __all__ = [
     "definition_bytes",
     "is_deferred",
     "is_search_tool",
+    "wordllama_embedder",
 ]

@@ -21,7 +21,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,6 +279,13 @@ class SearchIndex:
 
     def search(self, query: str, limit: int = 5) -> list[Hit]:
         """The best `limit` tools for the keywords in `query`, best first; ties by name."""
+        return [Hit(name=self.tools[i].name, score=s) for i, s in self.ranked(query, limit)]
+
+    def ranked(
+        self, query: str, limit: int = 5, *, within: Collection[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The best `limit` tools (positions in `tools`) and their scores, best first, ties by
+        name; only those in `within` when given (a search narrowed to a namespace)."""
         scores: dict[int, float] = {}
         asked = list(dict.fromkeys(terms(query, stemming=self.stemming)))
         get = scores.get
@@ -296,9 +303,11 @@ class SearchIndex:
                         found[i] = score  # a word counts once: as itself or its best synonym
             for i, score in found.items():
                 scores[i] = get(i, 0.0) + score
+        if within is not None:
+            scores = {i: s for i, s in scores.items() if i in within}
         best = heapq.nlargest(limit, scores, key=scores.__getitem__)  # C-level key: fast
         best.sort(key=lambda i: (-scores[i], self.tools[i].name))
-        return [Hit(name=self.tools[i].name, score=scores[i]) for i in best]
+        return [(i, scores[i]) for i in best]
 
     def search_regex(
         self, pattern: str, limit: int = 5, *, budget: float = REGEX_BUDGET

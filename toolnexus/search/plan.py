@@ -21,11 +21,13 @@ import fnmatch
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..base import Tool
 from ..errors import ConfigError
 from ..manifest.units import parse_size
+from .semantic import Embedder, EmbeddingCache, as_embedder, default_cache_path
 from .state import SEARCH_METADATA
 from .tool import MAX_LIMIT, SEARCH_TOOL, search_tool
 
@@ -40,7 +42,7 @@ __all__ = [
     "settings_from",
 ]
 
-_KEYS = ("max_tools", "max_bytes", "always", "defer", "limit")
+_KEYS = ("max_tools", "max_bytes", "always", "defer", "limit", "embedder", "embedding_cache")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +60,12 @@ class ToolSearchSettings:
     """Names or globs of tools deferred whatever the budget."""
     limit: int = 5
     """How many tools a search returns unless the model asks for another number."""
+    embedder: Embedder | None = None
+    """Rank by meaning too, fused with the lexical ranking (`toolnexus.search.semantic`);
+    None: lexical only."""
+    embedding_cache: EmbeddingCache | None = None
+    """Where the tools' vectors are kept between builds (memory, and an SQLite file unless
+    `embedding_cache: false`); made from the settings when an embedder is given."""
 
 
 def settings_from(value: object) -> ToolSearchSettings | None:
@@ -101,7 +109,26 @@ def settings_from(value: object) -> ToolSearchSettings | None:
         if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
             raise ConfigError("expected a tool name or glob, or a list of them", field=key)
         out[key] = tuple(names)
+    if value.get("embedder") is not None:
+        out["embedder"] = as_embedder(value["embedder"])
+        out["embedding_cache"] = _cache_from(value.get("embedding_cache", True))
+    elif value.get("embedding_cache") is not None:
+        raise ConfigError("embedding_cache needs an embedder", field="embedding_cache")
     return ToolSearchSettings(**out)
+
+
+def _cache_from(value: object) -> EmbeddingCache:
+    """`embedding_cache:`: true (the default file under the user's cache directory), false
+    (memory only) or a path."""
+    if value is True:
+        return EmbeddingCache(path=default_cache_path())
+    if value is False:
+        return EmbeddingCache()
+    if isinstance(value, str | Path) and str(value):
+        return EmbeddingCache(path=Path(value).expanduser())
+    raise ConfigError(
+        f"expected true, false or a file path, got {value!r}", field="embedding_cache"
+    )
 
 
 def mark(t: Tool, defer: bool | None) -> Tool:
@@ -181,8 +208,16 @@ def apply_search(
             t = dataclasses.replace(t, meta={**t.meta, "deferred": deferred})
         out.append(t)
     searchable = [t for t in out if is_deferred(t) and t.name not in hidden]
-    limit = settings.limit if settings is not None else 5
-    return [*out, search_tool(searchable, limit=limit, visible=visible)]
+    if settings is None:
+        return [*out, search_tool(searchable, visible=visible)]
+    tool = search_tool(
+        searchable,
+        limit=settings.limit,
+        visible=visible,
+        embedder=settings.embedder,
+        cache=settings.embedding_cache,
+    )
+    return [*out, tool]
 
 
 def _unmarked(t: Tool) -> Tool:

@@ -240,6 +240,7 @@ def _tool(
             "files": files,
             "openapi": label,
             "operation_id": op_id,
+            "tags": tuple(t for t in op.get("tags") or () if isinstance(t, str)),
             "method": method.upper(),
             "path": path,
             "url": "".join(p if isinstance(p, str) else p.written() for p in endpoint.url.pieces),
