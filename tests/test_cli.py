@@ -286,6 +286,7 @@ def test_doctor_reports_mechanisms_and_ripgrep(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "sandbox     best mechanism:" in out
     assert "  bwrap " in out and "  landlock " in out
+    assert "launch      ok  resident launcher per toolkit and policy" in out
     assert out.count("ripgrep") >= 1 and "\nripgrep     " in out
 
 

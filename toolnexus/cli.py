@@ -502,6 +502,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     out.write(f"sandbox     best mechanism: {support.best}\n")
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
         out.write(f"  {name:<9} {ok if mech.available else no}  {mech.reason}\n")
+    from .runtime.resident import unavailable
+
+    why = unavailable()
+    if why is None:
+        how = "resident launcher per toolkit and policy, forking per command"
+        bwrap = "; under bwrap: bwrap per command" if support.best == "bwrap" else ""
+        out.write(f"launch      {ok}  {how}{bwrap}\n")
+    else:
+        out.write(f"launch      {no}  {why}\n")
     from .mcp.tokens import TokenStore
 
     store = TokenStore()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import atexit
 import contextvars
+import functools
 import json
 import os
 import socket
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 from . import reaper
 
-__all__ = ["Launchers", "current_launchers"]
+__all__ = ["Launchers", "current_launchers", "unavailable"]
 
 current_launchers: contextvars.ContextVar[Launchers | None] = contextvars.ContextVar(
     "toolnexus_launchers", default=None
@@ -49,6 +50,21 @@ _BOOT = (
 # The first request waits for the launcher's start-up (an interpreter and two imports); a
 # launcher that does not answer within this many seconds is taken for dead.
 _ANSWER_TIMEOUT = 10.0
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why resident launchers cannot run here (None: they can): the toolkit waits for a fork
+    that is not its child through a pidfd (Linux 5.3)."""
+    if not hasattr(os, "pidfd_open"):
+        return "no os.pidfd_open on this platform: every command starts its own reaper"
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError as exc:
+        return (
+            f"pidfd_open: {exc.strerror} (Linux 5.3 or later): every command starts its own reaper"
+        )
+    return None
 
 
 class _Dead(Exception):
@@ -165,7 +181,7 @@ class Launchers:
         a request too large, a launcher that died twice): the caller runs it the per-call way.
 
         `stderr` None merges it into `stdout`; `stdin` None reads /dev/null."""
-        if self._closed or os.getpid() != self._pid:
+        if self._closed or os.getpid() != self._pid or unavailable():
             return None  # a forked toolkit must not talk to its parent's launchers
         fields = {"argv": list(argv), "env": dict(env), "cwd": cwd, "grace": grace}
         fields |= {"stdin": stdin is not None, "merge": stderr is None}
