@@ -1037,7 +1037,7 @@ def bench_launch() -> None:
         kit = create_toolkit(builtins=["shell"], workspace=ws)
 
         async def ours(support: Any, sandboxed: bool, resident: bool) -> str:
-            sandbox.detect = lambda: support  # type: ignore[assignment]  # no probe per call
+            sandbox.detect = lambda: support  # no probe per call
             token = current_launchers.set(launchers if resident else None)
             try:
                 done = await run_process(
@@ -1109,7 +1109,7 @@ def bench_launch() -> None:
         note = how.get(name, "")
         if name in goals and goals[name][0]:
             ref, target, ref_name = goals[name]
-            ratio = value / ref  # type: ignore[operator]
+            ratio = value / ref
             verdict = "met" if ratio <= target else "NOT met"
             note = f"{note}; {ratio:.2f}x {ref_name} (goal ≤ {target}x: {verdict})"
         elif name != "subprocess.run":
