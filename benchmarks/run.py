@@ -987,6 +987,140 @@ def bench_sandbox() -> None:
     table(f"Sandbox: running `true` (median of {runs})", rows)
 
 
+# -- launch ----------------------------------------------------------------------------------
+
+_PEERS = Path(os.environ.get("TOOLNEXUS_BENCH_PEERS", "/tmp/i21-peers")) / "node_modules" / ".bin"
+"""Where `npm install @anthropic-ai/sandbox-runtime @openai/codex` put the peers' commands."""
+
+
+def bench_launch() -> None:
+    """Issue 21: the cost of launching `true`, ours beside `subprocess.run`, bare bwrap and the
+    peers' per-command sandboxes, in interleaved rounds (each round runs every variant once),
+    with the goals' ratios. Ours runs through `run_process` with a toolkit's resident
+    launchers set (what a toolkit's calls use), and once the per-call way for comparison."""
+    from toolnexus import create_toolkit
+    from toolnexus.runtime import sandbox
+    from toolnexus.runtime.process import run_process
+    from toolnexus.runtime.resident import Launchers, current_launchers
+
+    runs = 40
+    saved = os.environ.get("TOOLNEXUS_SANDBOX_DISABLE")
+    sandbox.detect.cache_clear()
+    with_bwrap = sandbox.detect()
+    os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = "bwrap"
+    sandbox.detect.cache_clear()
+    landlock_only = sandbox.detect()
+    if saved is None:
+        os.environ.pop("TOOLNEXUS_SANDBOX_DISABLE", None)
+    else:
+        os.environ["TOOLNEXUS_SANDBOX_DISABLE"] = saved
+    sandbox.detect.cache_clear()
+    real_detect = sandbox.detect
+    policy = sandbox.SandboxPolicy(filesystem="read-only", network=False)
+    bwrap = shutil.which("bwrap")
+    peers = {
+        "Anthropic sandbox-runtime (`srt true`)": [str(_PEERS / "srt"), "true"],
+        "Codex Linux sandbox (`codex sandbox true`)": [str(_PEERS / "codex"), "sandbox", "true"],
+    }
+
+    def works(argv: list[str]) -> bool:
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0
+
+    peers_ok = {name: argv for name, argv in peers.items() if works(argv)}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        kit = create_toolkit(builtins=["shell"], workspace=ws)
+
+        async def ours(support: Any, sandboxed: bool, resident: bool) -> str:
+            sandbox.detect = lambda: support  # no probe per call
+            token = current_launchers.set(launchers if resident else None)
+            try:
+                done = await run_process(
+                    ["true"], cwd=ws, timeout=30, max_output=30_000,
+                    sandbox=policy if sandboxed else None,
+                )  # fmt: skip
+            finally:
+                current_launchers.reset(token)
+                sandbox.detect = real_detect
+            assert done.exit_code == 0, done.stderr
+            return f"{done.mechanism}, {done.launch}"
+
+        variants: dict[str, Callable[[], Any]] = {
+            "subprocess.run": lambda: subprocess.run(["true"], check=True),
+        }
+        if bwrap:
+            variants["bare `bwrap --unshare-all --ro-bind / / true`"] = lambda: subprocess.run(
+                [bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"], check=True
+            )
+        for name, argv in peers_ok.items():
+            variants[name] = lambda argv=argv: subprocess.run(argv, check=True, capture_output=True)
+        variants |= {
+            "ours, unconfined": lambda: ours(with_bwrap, False, True),
+            "ours, unconfined, per-call reaper (before)": lambda: ours(with_bwrap, False, False),
+            "ours, read-only + network false, Landlock": lambda: ours(landlock_only, True, True),
+            "ours, same, Landlock, per-call (before)": lambda: ours(landlock_only, True, False),
+        }
+        if with_bwrap.bwrap.available:
+            variants["ours, same under bwrap"] = lambda: ours(with_bwrap, True, True)
+        variants["builtin `shell` (`true`, through a toolkit)"] = lambda: kit.aexecute(
+            "shell", {"command": "true"}
+        )
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        how: dict[str, str] = {}
+
+        async def measure() -> None:
+            for name, step in variants.items():  # warm-up: launchers start on first use
+                got = step()
+                if asyncio.iscoroutine(got):
+                    got = await got
+                if isinstance(got, str):
+                    how[name] = got
+                elif hasattr(got, "metadata"):
+                    how[name] = f"{got.metadata.get('mechanism')}, {got.metadata.get('launch')}"
+            for _ in range(runs):
+                for name, step in variants.items():
+                    start = time.perf_counter()
+                    got = step()
+                    if asyncio.iscoroutine(got):
+                        await got
+                    samples[name].append((time.perf_counter() - start) * 1000)
+
+        launchers = Launchers()
+        try:
+            asyncio.run(measure())
+        finally:
+            launchers.close()
+            kit.close()
+    ms = {name: statistics.median(values) for name, values in samples.items()}
+    base = ms["subprocess.run"]
+    bare = ms.get("bare `bwrap --unshare-all --ro-bind / / true`")
+    goals = {
+        "ours, unconfined": (base, 3.5, "subprocess.run"),
+        "ours, read-only + network false, Landlock": (base, 7.0, "subprocess.run"),
+        "ours, same under bwrap": (bare, 1.6, "bare bwrap"),
+    }
+    rows: list[Row] = []
+    for name, value in ms.items():
+        note = how.get(name, "")
+        if name in goals and goals[name][0]:
+            ref, target, ref_name = goals[name]
+            ratio = value / ref
+            verdict = "met" if ratio <= target else "NOT met"
+            note = f"{note}; {ratio:.2f}x {ref_name} (goal ≤ {target}x: {verdict})"
+        elif name != "subprocess.run":
+            note = f"{note}; {value / base:.2f}x subprocess.run".lstrip("; ")
+        rows.append((name, value, "ms", note or "baseline"))
+    for name in peers:
+        if name not in peers_ok:
+            rows.append((name, float("nan"), "ms", "not installed (or cannot run here)"))
+    table(f"Launch: running `true` (median of {runs}, interleaved rounds)", rows)
+
+
 # -- process ---------------------------------------------------------------------------------
 
 
@@ -1234,6 +1368,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "builtin": bench_builtin,
     "sandbox": bench_sandbox,
     "process": bench_process,
+    "launch": bench_launch,
     "reload": bench_reload,
     "shell": bench_shell,
     "langchain": lambda: __import__("integration_langchain").bench(),

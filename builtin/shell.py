@@ -400,6 +400,7 @@ class _Shell:
                 "timed_out": done.timed_out,
                 "truncated": done.truncated or bool(dropped),
                 "mechanism": done.mechanism,
+                "launch": done.launch,
                 "unconfined": done.unconfined,
                 "stopped": done.stopped,
             },

@@ -288,6 +288,7 @@ def test_doctor_reports_mechanisms_and_ripgrep(capsys: pytest.CaptureFixture[str
     assert re.search(r"^sandbox +(bwrap|landlock|none) +best mechanism$", out, re.M), out
     assert "  bwrap " in out and "  landlock " in out
     assert re.search(r"^ripgrep +(ok|missing) ", out, re.M), out
+    assert re.search(r"^launch +ok +resident launcher per toolkit and policy", out, re.M), out
 
 
 def test_doctor_with_a_manifest_checks_its_mcp_servers(

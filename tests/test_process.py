@@ -4,6 +4,7 @@ processes; killed process groups are checked through /proc."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import signal
@@ -15,10 +16,32 @@ from pathlib import Path
 import anyio
 import pytest
 
+from toolnexus.runtime import process
 from toolnexus.runtime.process import run_process, start_process
+from toolnexus.runtime.resident import Launchers
 from toolnexus.runtime.sandbox import SandboxPolicy, detect
 
 from .conftest import only_mechanism
+
+
+@pytest.fixture(autouse=True, params=["per-call", "resident"])
+def launch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test runs twice: with a reaper started per command (no toolkit), and forked by a
+    resident launcher (what a toolkit's calls use), whose guarantees must be the same."""
+    if request.param == "per-call":
+        yield "per-call"
+        return
+    launchers = Launchers()
+    var = contextvars.ContextVar("launchers", default=launchers)
+    monkeypatch.setattr(process, "current_launchers", var)
+    try:
+        yield "resident"
+    finally:
+        launchers.close()
+
+
+def _expected_launch(launch: str, mechanism: str = "none") -> str:
+    return "per-call" if mechanism == "bwrap" else launch
 
 
 def _alive(pid: int) -> bool:
@@ -47,11 +70,12 @@ async def _read_pids(path: Path) -> list[int]:
 
 
 @pytest.mark.anyio
-async def test_exit_code_stdout_and_stderr(tmp_path: Path) -> None:
+async def test_exit_code_stdout_and_stderr(tmp_path: Path, launch: str) -> None:
     result = await run_process(
         ["sh", "-c", "echo out; echo err >&2; exit 3"], cwd=tmp_path, timeout=10, max_output=None
     )
     assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    assert result.launch == launch
     assert not result.timed_out
     assert not result.truncated
     assert result.mechanism == "none"
@@ -155,13 +179,16 @@ async def test_huge_output_keeps_head_and_tail(tmp_path: Path) -> None:
     assert len(result.stdout) < 1100
 
 
-def test_printing_a_lot_does_not_grow_memory(tmp_path: Path) -> None:
+def test_printing_a_lot_does_not_grow_memory(tmp_path: Path, launch: str) -> None:
     """Peak RSS of a fresh interpreter that reads 300 MB of output stays within a few MB."""
     probe = """
 import asyncio, json, resource, sys
 from pathlib import Path
 from toolnexus.runtime.process import run_process
+from toolnexus.runtime.resident import Launchers, current_launchers
 async def main():
+    if RESIDENT:
+        current_launchers.set(Launchers())
     await run_process(["true"], cwd=Path("."), timeout=10, max_output=30000)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     r = await run_process(["head", "-c", "300000000", "/dev/zero"], cwd=Path("."),
@@ -172,7 +199,7 @@ asyncio.run(main())
 """
     repo = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", probe.replace("RESIDENT", str(launch == "resident"))],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(repo)},
         capture_output=True,
@@ -283,16 +310,21 @@ async def test_background_job_buffer_is_bounded(tmp_path: Path) -> None:
 # SIGKILLs any survivor so that a failure leaks nothing.
 
 
-def _children() -> list[int]:
-    """This process's live children (the leaders of commands still running)."""
+def _children(parent: int | None = None) -> list[int]:
+    """The live children of `parent` (default: this process): the leaders of commands still
+    running. A resident launcher is not one, but its children (forked reapers) are."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
-            found.append(int(entry.name))
+        if int(fields[1]) == (parent or os.getpid()) and fields[0] not in ("Z", "X"):
+            if b"import resident" in cmdline:
+                found += _children(int(entry.name))
+            else:
+                found.append(int(entry.name))
     return found
 
 
@@ -327,7 +359,7 @@ def _policy(mechanism: str) -> SandboxPolicy | None:
 
 @pytest.mark.anyio
 async def test_a_background_child_holding_the_pipes_does_not_hold_the_call(
-    tmp_path: Path, mechanism: str
+    tmp_path: Path, mechanism: str, launch: str
 ) -> None:
     pids = tmp_path / "pids"
     script = f"sleep 300 & echo $! > {pids}; echo started"
@@ -335,6 +367,7 @@ async def test_a_background_child_holding_the_pipes_does_not_hold_the_call(
         ["sh", "-c", script], cwd=tmp_path, timeout=20, max_output=100, sandbox=_policy(mechanism)
     )
     assert result.mechanism == mechanism
+    assert result.launch == _expected_launch(launch, mechanism)
     assert (result.exit_code, result.stdout, result.timed_out) == (0, "started\n", False)
     assert result.killed_signal is None
     if mechanism != "bwrap":  # bwrap's pid namespace SIGKILLs leftovers uncounted
@@ -455,14 +488,19 @@ async def test_a_command_killed_by_a_signal_reports_it(tmp_path: Path, mechanism
     assert (result.exit_code, result.stdout, result.timed_out) == (expected, "before\n", False)
 
 
-def test_the_tree_dies_with_the_toolkit_process(tmp_path: Path) -> None:
+def test_the_tree_dies_with_the_toolkit_process(tmp_path: Path, launch: str) -> None:
     """A toolkit SIGKILLed mid-call cannot clean up: the reaper notices its parent's death
-    (PR_SET_PDEATHSIG) and kills the tree, escapees included."""
+    (PR_SET_PDEATHSIG) and kills the tree, escapees included (forked by a resident launcher,
+    the launcher dies with the toolkit and the reaper with it)."""
     pids = tmp_path / "pids"
+    resident = launch == "resident"
     probe = f"""
 import asyncio
 from pathlib import Path
 from toolnexus.runtime.process import run_process
+from toolnexus.runtime.resident import Launchers, current_launchers
+if {resident}:
+    current_launchers.set(Launchers())
 script = "setsid sh -c 'echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 300' & wait"
 asyncio.run(run_process(["sh", "-c", script], cwd=Path("."), timeout=60, max_output=100))
 """

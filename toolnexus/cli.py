@@ -582,6 +582,15 @@ def _doctor_checks() -> list[_Check]:
     for name, mech in (("bwrap", support.bwrap), ("landlock", support.landlock)):
         state = "ok" if mech.available else "missing"
         checks.append(_Check(name=f"  {name}", state=state, detail=mech.reason))
+    from .runtime.resident import unavailable
+
+    why = unavailable()
+    if why is None:
+        how = "resident launcher per toolkit and policy, forking per command"
+        bwrap = "; under bwrap: bwrap per command" if support.best == "bwrap" else ""
+        checks.append(_Check(name="launch", state="ok", detail=how + bwrap))
+    else:
+        checks.append(_Check(name="launch", state="missing", detail=why))
     store = TokenStore()
     records = [store.get(url) or {} for url in store.servers()]
     logins = _plural(sum(1 for r in records if r.get("tokens")), "login")

@@ -25,6 +25,7 @@ from .executor import CallLike, as_tool_calls
 from .generation import Generation, Source, ToolkitOptions
 from .middleware import Middleware
 from .runtime.loop import LoopEnded, LoopThread, fork_count, refuse_after_fork, run_on
+from .runtime.resident import Launchers, current_launchers
 from .state.memory import MemoryState
 from .tracing import carry_context
 
@@ -79,6 +80,9 @@ class Toolkit:
         self._generation: Generation | None = None
         self._calls: set[asyncio.Task[Any]] = set()
         """Tasks running a call right now: closing the toolkit cancels them."""
+        self._launchers = Launchers()
+        """This toolkit's resident process launchers (`runtime/resident.py`), set for its
+        calls: commands fork from them instead of starting a reaper each."""
         self._retiring: dict[asyncio.Task[None], Generation] = {}
         """Retired generations still waiting for their last call before they close."""
         self._state = ToolkitState.OPEN
@@ -225,6 +229,7 @@ class Toolkit:
         task = asyncio.current_task()
         if task is not None:
             self._calls.add(task)
+        launchers = current_launchers.set(self._launchers)
         try:
             return await gen.executor.execute(
                 name, arguments, call_id=call_id, middleware=middleware, approver=approver, **hooks
@@ -235,6 +240,7 @@ class Toolkit:
             task.uncancel()  # cancelled by `aclose`, not by the caller: answer, don't raise
             return _closed_during_call(name, gen.registry.get(name))
         finally:
+            current_launchers.reset(launchers)
             if task is not None:
                 self._calls.discard(task)
             gen.leave()
@@ -335,6 +341,7 @@ class Toolkit:
         task = asyncio.current_task()
         if task is not None:
             self._calls.add(task)
+        launchers = current_launchers.set(self._launchers)
         try:
             return await gen.executor.execute_many(batch)
         except asyncio.CancelledError:
@@ -343,6 +350,7 @@ class Toolkit:
             task.uncancel()
             return [_closed_during_call(c.name, gen.registry.get(c.name)) for c in batch]
         finally:
+            current_launchers.reset(launchers)
             if task is not None:
                 self._calls.discard(task)
             gen.leave()
@@ -538,6 +546,7 @@ class Toolkit:
             if self._owned_store is not None:
                 await self._owned_store.aclose()
         finally:
+            self._launchers.close()
             self._state = ToolkitState.CLOSED
 
     def close(self) -> None:

@@ -45,6 +45,19 @@ def descendants(pid: int | None = None) -> set[int]:
     return found
 
 
+def resident_launchers() -> set[int]:
+    """The toolkits' resident launchers (`runtime/resident.py`) among the live processes: they
+    outlive a call by design, until their toolkit closes; what they fork does not."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"import resident" in (entry / "cmdline").read_bytes():
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def open_fds() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/fd")}
 

@@ -20,7 +20,7 @@ import pytest
 
 from toolnexus import Toolkit, acreate_toolkit, create_toolkit, tool
 
-from .conftest import SOAK, descendants
+from .conftest import SOAK, descendants, resident_launchers
 
 pytestmark = pytest.mark.anyio
 
@@ -185,7 +185,7 @@ async def test_the_caller_cancelling_mid_call_gets_its_cancellation_and_the_tool
         assert (await toolkit.aexecute("quick")).content == "quick"
         assert (await toolkit.aexecute("mcp_echo", {"text": "still"})).content == "still"
         if name == "shell":  # the command's process is gone, not left to run its 30 s
-            while descendants() - children:
+            while descendants() - children - resident_launchers():
                 await asyncio.sleep(0.01)
     assert toolkit.status()["mcp"]["state"] == "ready"
 

@@ -32,12 +32,15 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from . import reaper
+from .resident import Launchers, current_launchers
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
+
+Launch = Literal["resident", "per-call"]
 
 _CHUNK = 65536
 _KILL_GRACE = 2.0
@@ -79,6 +82,10 @@ class ProcessResult:
     """Processes the command left running when it exited (or that ran beside it when it was
     killed), stopped by the reaper. Not counted under bwrap, whose pid namespace SIGKILLs them
     when the command exits."""
+    launch: Launch = "per-call"
+    """How the command was started: `resident`, forked by the toolkit's resident launcher for
+    its policy, or `per-call`, under a reaper started for it (bwrap, no toolkit, or no resident
+    launcher could run it; see `resident.py`)."""
 
 
 class _Ring:
@@ -205,7 +212,7 @@ class _Report:
 class _Child:
     """A started command: its group leader (the reaper, or bwrap) and the reaper's report pipe."""
 
-    proc: asyncio.subprocess.Process
+    proc: asyncio.subprocess.Process | _ResidentProc
     status: asyncio.StreamReader | None
     """The reaper's report, None when the command runs without it (under bwrap)."""
     transport: asyncio.BaseTransport | None
@@ -263,6 +270,63 @@ class _Child:
             self.transport.close()
             self.transport = None
 
+    @property
+    def launch(self) -> Launch:
+        return "resident" if isinstance(self.proc, _ResidentProc) else "per-call"
+
+    def release(self) -> None:
+        """Close what is left of the pipes once the output was read (or given up on)."""
+        if isinstance(self.proc, _ResidentProc):
+            self.proc.release()
+
+
+class _ResidentProc:
+    """A reaper forked by a resident launcher, seen as much like `asyncio.subprocess.Process`
+    as `_Child` needs: it is not the toolkit's child, so its end is watched through a pidfd."""
+
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        *,
+        stdin: asyncio.StreamWriter | None,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader | None,
+        transports: list[asyncio.BaseTransport],
+    ) -> None:
+        self.pid = pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self._transports = transports
+        self._pidfd: int | None = pidfd
+        self._loop = asyncio.get_running_loop()
+        self._ended: asyncio.Future[int] = self._loop.create_future()
+        self._loop.add_reader(pidfd, self._on_exit)
+
+    def _on_exit(self) -> None:
+        self._close_pidfd()
+        # The reaper's own status is its launcher's to reap, not ours: its report says how the
+        # command ended, and a reaper that ended without one was killed.
+        self.returncode = -signal.SIGKILL
+        if not self._ended.done():
+            self._ended.set_result(self.returncode)
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._ended)
+
+    def release(self) -> None:
+        for transport in self._transports:
+            transport.close()
+        if self.returncode is not None:
+            self._close_pidfd()
+
 
 def _prepare(
     argv: Sequence[str],
@@ -303,16 +367,101 @@ def _reaper_argv(status_fd: int, grace: float) -> list[str]:
             str(os.getpid()), repr(grace), "--"]  # fmt: skip
 
 
+def _policy_key(wrapped: WrappedCommand, sandbox: SandboxPolicy | None) -> str | None:
+    """The resident launcher a command may use (one per mechanism and exact policy), or None
+    when it runs the per-call way: under bwrap, whose pid namespace is per command."""
+    if wrapped.mechanism == "bwrap":
+        return None
+    return f"{wrapped.mechanism} {sandbox!r}"
+
+
+async def _spawn_resident(
+    wrapped: WrappedCommand,
+    launchers: Launchers,
+    key: str,
+    *,
+    cwd: Path,
+    stdin: bool,
+    merge_stderr: bool,
+    grace: float,
+) -> _Child | None:
+    """Fork the command's reaper in the resident launcher for its policy; None when none can.
+
+    The pipes are connected to the loop before the fork, so that nothing is awaited between
+    the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
+    loop = asyncio.get_running_loop()
+    theirs: list[int] = []
+    transports: list[asyncio.BaseTransport] = []
+
+    async def reader(limit: int) -> tuple[asyncio.StreamReader, int]:
+        read, write = os.pipe()
+        theirs.append(write)
+        stream = asyncio.StreamReader(limit=limit, loop=loop)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read, "rb", buffering=0)
+        )
+        transports.append(transport)
+        return stream, write
+
+    launched = None
+    try:
+        writer = in_r = None
+        if stdin:
+            in_r, in_w = os.pipe()
+            theirs.append(in_r)
+            w_transport, w_protocol = await loop.connect_write_pipe(
+                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+                os.fdopen(in_w, "wb", buffering=0),
+            )
+            transports.append(w_transport)
+            writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
+        out, out_w = await reader(_CHUNK)
+        err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
+        status, status_w = await reader(2**16)
+        launched = launchers.launch(
+            key, argv=wrapped.argv, env=wrapped.env, cwd=str(cwd), grace=grace,
+            stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
+        )  # fmt: skip
+    finally:
+        for fd in theirs:
+            os.close(fd)
+        if launched is None:
+            for transport in transports:
+                transport.close()
+    if launched is None:
+        return None
+    *pipes, status_transport = transports
+    proc = _ResidentProc(
+        launched.pid, launched.pidfd, stdin=writer, stdout=out, stderr=err, transports=pipes
+    )
+    return _Child(proc, status, status_transport)
+
+
 async def _spawn(
-    wrapped: WrappedCommand, *, cwd: Path, stdin: bool, merge_stderr: bool, grace: float
+    wrapped: WrappedCommand,
+    *,
+    cwd: Path,
+    stdin: bool,
+    merge_stderr: bool,
+    grace: float,
+    sandbox: SandboxPolicy | None = None,
 ) -> _Child:
     """Start the command in a new session, under the reaper unless bwrap's pid namespace
-    already ends every process with the command.
+    already ends every process with the command: forked by the toolkit's resident launcher
+    for the policy when there is one, else in a reaper started for it.
 
     The child runs as soon as it is forked, while asyncio still connects its pipes: a
     cancellation in that window must not leave the started group behind, so the spawn is
     shielded and, if cancelled, finished and its tree killed before the cancellation goes on.
     """
+    launchers = current_launchers.get()
+    key = _policy_key(wrapped, sandbox)
+    if launchers is not None and key is not None:
+        child = await _spawn_resident(
+            wrapped, launchers, key, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
+        )
+        if child is not None:
+            return child
     argv: Sequence[str] = wrapped.argv
     read_fd = write_fd = None
     if wrapped.mechanism != "bwrap":
@@ -420,6 +569,7 @@ async def run_process(
                 stdin=stdin is not None,
                 merge_stderr=merge_stderr,
                 grace=kill_grace,
+                sandbox=sandbox,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             folder = _missing_folder(argv, cwd)
@@ -448,6 +598,7 @@ async def run_process(
             _, pending = await asyncio.wait(tasks, timeout=_DRAIN_TIMEOUT)
             for task in pending:
                 task.cancel()
+            child.release()
         except BaseException:
             # Cancelled (or failing) while the command runs: never leave its tree behind.
             # asyncio's child watcher reaps the leader once it is dead.
@@ -455,9 +606,10 @@ async def run_process(
             child.close()
             for task in tasks:
                 task.cancel()
+            child.release()
             raise
         if report.error is not None:
-            return _not_started(wrapped, started, *report.error)
+            return _not_started(wrapped, started, *report.error, launch=child.launch)
         code = report.status if report.status is not None else proc.returncode
         if timed_out and report.status is not None and not report.ended_by:
             timed_out, killed = False, None  # the command had ended; only leftovers ran on
@@ -474,6 +626,7 @@ async def run_process(
             unenforced=wrapped.unenforced,
             killed_signal=killed,
             stopped=report.stopped,
+            launch=child.launch,
         )
     finally:
         _cleanup(wrapped)
@@ -488,8 +641,16 @@ def _missing_folder(argv: Sequence[str], cwd: Path) -> str | None:
     return f"cannot run {argv[0]!r}: its working folder {str(cwd)!r} {what}"
 
 
-def _not_started(wrapped: WrappedCommand, started: float, code: int, message: str) -> ProcessResult:
+def _not_started(
+    wrapped: WrappedCommand,
+    started: float,
+    code: int,
+    message: str,
+    *,
+    launch: Launch = "per-call",
+) -> ProcessResult:
     return ProcessResult(
+        launch=launch,
         exit_code=code,
         stdout="",
         stderr=message,
@@ -512,6 +673,8 @@ class ProcessHandle:
     unconfined: bool
     started: float
     """`time.monotonic()` at start."""
+    launch: Launch
+    """How it was started (see `ProcessResult.launch`)."""
     _child: _Child = field(repr=False)
     _ring: _Ring = field(repr=False)
     _wrapped: WrappedCommand = field(repr=False)
@@ -563,6 +726,8 @@ class ProcessHandle:
         if self._report is None:
             self._report = await self._child.report()
         await asyncio.wait([self._pump], timeout=_DRAIN_TIMEOUT)
+        if self._pump.done():
+            self._child.release()
         _cleanup(self._wrapped)
         return self._report.status if self._report.status is not None else code
 
@@ -599,7 +764,9 @@ async def start_process(
     """
     wrapped = _prepare(argv, cwd=cwd, env=env, sandbox=sandbox, workspace=workspace)
     try:
-        child = await _spawn(wrapped, cwd=cwd, stdin=False, merge_stderr=True, grace=kill_grace)
+        child = await _spawn(
+            wrapped, cwd=cwd, stdin=False, merge_stderr=True, grace=kill_grace, sandbox=sandbox
+        )
     except OSError as exc:
         _cleanup(wrapped)
         folder = _missing_folder(argv, cwd)
@@ -618,6 +785,7 @@ async def start_process(
             report = _Report.parse(first.decode("utf-8", "replace"))
             await child.proc.wait()
             child.close()
+            child.release()
             _cleanup(wrapped)
             code, message = report.error or (127, "")
             if code == 127:
@@ -630,6 +798,7 @@ async def start_process(
         mechanism=wrapped.mechanism,
         unconfined=wrapped.unconfined,
         started=time.monotonic(),
+        launch=child.launch,
         _child=child,
         _ring=ring,
         _wrapped=wrapped,

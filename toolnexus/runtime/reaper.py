@@ -205,7 +205,14 @@ def main(argv: list[str]) -> int:
     if len(argv) < 6 or argv[4] != "--":
         print("usage: reaper.py STATUS_FD PARENT GRACE -- command [args...]", file=sys.stderr)
         return 2
-    fd, parent, grace, command = int(argv[1]), int(argv[2]), float(argv[3]), argv[5:]
+    return run(int(argv[1]), int(argv[2]), float(argv[3]), argv[5:])
+
+
+def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
+    """Be the command's reaper (see the module's docstring); return this process's exit code.
+
+    `parent` is the process whose death ends the command: the toolkit for a fresh reaper, the
+    resident launcher for a forked one (which itself dies with the toolkit)."""
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
@@ -243,3 +250,121 @@ def main(argv: list[str]) -> int:
     _report(fd, f"exit {status} {len(tree.signalled)} {ended_by}")
     return status if status >= 0 else 128 - status
 
+
+# --- the resident launcher ------------------------------------------------------------------
+# `resident([_, SOCKET_FD, PARENT])`, in a `python -I -S` child of the toolkit started once per
+# toolkit and policy (`resident.py` is the toolkit's side). It has imported this module and the
+# sandbox launcher once; per command it forks, and the fork becomes the command's reaper exactly
+# as a fresh `python -I -S reaper` would (`run`), without an interpreter start-up.
+#
+# A request is one SOCK_SEQPACKET message: JSON {"argv", "env", "cwd", "grace", "stdin",
+# "merge"} with, as SCM_RIGHTS, the command's stdin (when "stdin" is true), stdout, stderr
+# (unless "merge") and the status pipe. The answer is `pid N` with a pidfd of the fork (so the
+# toolkit waits for a process that is not its child, without a pid-reuse race: the fork is not
+# reaped before its pidfd exists), or `error MESSAGE`.
+
+REQUEST_MAX = 150_000
+"""Bytes of one request at most (a larger one, say a huge environment, runs the per-call way):
+well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
+
+
+def resident(argv: list[str]) -> int:
+    import array
+    import json
+    import socket
+
+    import launcher  # noqa: F401 (imported once here, so that Landlock forks find it loaded)
+
+    sock = socket.socket(fileno=int(argv[1]))
+    parent = int(argv[2])
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        return 125
+    me = os.getpid()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    # Children are reaped in the loop below only (a handler could reap a fork before its pidfd
+    # is opened); the signal only wakes the loop up.
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    import select
+
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _reap_forks()
+        if sock not in ready:
+            continue
+        fds = array.array("i")
+        try:
+            data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(4 * fds.itemsize))
+        except InterruptedError:
+            continue
+        if not data:
+            return 0  # the toolkit closed its end: its forks die with this process
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        try:
+            request = json.loads(data)
+            pid = os.fork()
+        except (OSError, ValueError) as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.send(f"error {exc}".encode())
+            continue
+        if pid == 0:
+            code = 126
+            try:
+                signal.set_wakeup_fd(-1)
+                for fd in (sock.fileno(), wake_r, wake_w):
+                    os.close(fd)
+                code = _forked(request, list(fds), parent=me)
+            except BaseException as exc:  # noqa: BLE001 (the fork never returns into the loop)
+                os.write(2, f"toolnexus: the resident launcher's fork failed: {exc}\n".encode())
+            os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        try:
+            sock.sendmsg([f"pid {pid}".encode()], [
+                (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())
+            ])  # fmt: skip
+        finally:
+            os.close(pidfd)
+
+
+def _reap_forks() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
+    """In the fork: become the command's reaper, in its own session, with its pipes, folder
+    and environment."""
+    os.setsid()
+    status = fds.pop()
+    stdin = fds.pop(0) if request["stdin"] else os.open(os.devnull, os.O_RDONLY)
+    stdout = fds.pop(0)
+    stderr = stdout if request["merge"] else fds.pop(0)
+    for fd, std in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, std)
+    for fd in {stdin, stdout, stderr}:
+        if fd > 2:
+            os.close(fd)
+    command = [str(a) for a in request["argv"]]  # type: ignore[union-attr]
+    try:
+        os.chdir(str(request["cwd"]))
+    except OSError as exc:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        _report(status, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
+        return code
+    os.environ.clear()
+    os.environ.update(request["env"])  # type: ignore[arg-type]
+    return run(status, parent, float(request["grace"]), command)  # type: ignore[arg-type]

@@ -596,5 +596,10 @@ def _worker_result(done: Any, marker: str, name: str, timeout: float | None) -> 
         structured=reply["structured"],
         is_error=reply["is_error"],
         parts=parts,
-        metadata={"isolated": True, "exit_code": done.exit_code, "mechanism": done.mechanism},
+        metadata={
+            "isolated": True,
+            "exit_code": done.exit_code,
+            "mechanism": done.mechanism,
+            "launch": done.launch,
+        },
     )

@@ -173,6 +173,7 @@ class _Command:
                 "timed_out": done.timed_out,
                 "stopped": done.stopped,
                 "mechanism": done.mechanism,
+                "launch": done.launch,
                 "unconfined": done.unconfined,
             },
         )

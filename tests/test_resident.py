@@ -1,0 +1,143 @@
+"""Resident launchers through a real toolkit: one per toolkit and policy, started on first use,
+started again when found dead (the call retries), closed with the toolkit."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolnexus import create_toolkit
+from toolnexus.runtime.process import run_process, start_process
+from toolnexus.runtime.resident import Launchers, current_launchers
+from toolnexus.runtime.sandbox import SandboxPolicy, detect
+
+from .conftest import only_mechanism
+
+_MANIFEST = """
+version: 1
+tools:
+  - name: plain
+    command: ["sh", "-c", "echo plain"]
+  - name: confined
+    command: ["sh", "-c", "echo confined"]
+    sandbox: {filesystem: read-only, network: false}
+"""
+
+
+def _residents() -> list[int]:
+    """The resident launchers this process started (children running `reaper.resident`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"import resident" in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    only_mechanism(request.param, monkeypatch)
+    yield request.param
+    detect.cache_clear()
+
+
+def test_calls_fork_from_one_launcher_per_policy_closed_with_the_toolkit(
+    tmp_path: Path, mechanism: str
+) -> None:
+    before = _residents()
+    with create_toolkit(_MANIFEST, workspace=tmp_path) as tk:
+        plain = tk.execute("plain", {})
+        assert (plain.content.strip(), plain.metadata["launch"]) == ("plain", "resident")
+        assert len(_residents()) == len(before) + 1
+        tk.execute("plain", {})
+        assert len(_residents()) == len(before) + 1  # the same launcher again
+        confined = tk.execute("confined", {})
+        assert confined.metadata["mechanism"] == mechanism
+        if mechanism == "bwrap":  # bwrap's pid namespace is per command
+            assert confined.metadata["launch"] == "per-call"
+            assert len(_residents()) == len(before) + 1
+        else:  # another policy, another launcher
+            assert confined.metadata["launch"] == "resident"
+            assert len(_residents()) == len(before) + 2
+        with create_toolkit(_MANIFEST, workspace=tmp_path) as other:
+            other.execute("plain", {})  # another toolkit, another launcher
+            assert len(_residents()) == len(before) + (2 if mechanism == "bwrap" else 3)
+    assert _residents() == before
+
+
+def test_a_dead_launcher_is_started_again_by_the_call_that_finds_it(tmp_path: Path) -> None:
+    with create_toolkit(_MANIFEST, workspace=tmp_path) as tk:
+        before = _residents()
+        tk.execute("plain", {})
+        (first,) = set(_residents()) - set(before)
+        os.kill(first, signal.SIGKILL)
+        result = tk.execute("plain", {})
+        assert (result.content.strip(), result.is_error) == ("plain", False)
+        assert result.metadata["launch"] == "resident"
+        (second,) = set(_residents()) - set(before)
+        assert second != first
+
+
+@pytest.mark.anyio
+async def test_closing_the_launchers_stops_a_background_job_they_forked(tmp_path: Path) -> None:
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    try:
+        job = await start_process(["sh", "-c", "echo up; sleep 300"], cwd=tmp_path)
+        assert job.launch == "resident"
+        with anyio.fail_after(10):
+            while "up" not in job.read_new():
+                await anyio.sleep(0.01)
+        launchers.close()  # its forks' parent-death signal ends them
+        with anyio.fail_after(10):
+            await job.wait()
+        assert not job.running
+        # Closed launchers run nothing more: the per-call way takes over.
+        done = await run_process(["true"], cwd=tmp_path, timeout=10, max_output=100)
+        assert (done.exit_code, done.launch) == (0, "per-call")
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+
+
+@pytest.mark.anyio
+async def test_policies_never_share_a_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    only_mechanism("landlock", monkeypatch)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    try:
+        readable = SandboxPolicy(filesystem="read-only", network=False)
+        writable = SandboxPolicy(filesystem="workspace-write", network=False)
+        target = tmp_path / "made"
+        script = f"touch {target} 2>/dev/null; echo $?"
+        denied = await run_process(
+            ["sh", "-c", script], cwd=tmp_path, timeout=10, max_output=100, sandbox=readable
+        )
+        allowed = await run_process(
+            ["sh", "-c", script], cwd=tmp_path, timeout=10, max_output=100, sandbox=writable
+        )
+        assert (denied.stdout, allowed.stdout) == ("1\n", "0\n")
+        assert (denied.launch, allowed.launch) == ("resident", "resident")
+        assert launchers.running == 2
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+        detect.cache_clear()
+
+
+def test_a_launcher_starts_on_first_use_only(tmp_path: Path) -> None:
+    before = _residents()
+    with create_toolkit(_MANIFEST, workspace=tmp_path) as tk:
+        assert tk.tools()
+        assert _residents() == before

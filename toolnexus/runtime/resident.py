@@ -1,0 +1,231 @@
+"""Resident launchers: the toolkit's side of `reaper.resident`.
+
+Starting a fresh `python -I -S` reaper for every command costs an interpreter start-up and the
+import of the reaper and the sandbox launcher, several times what the command itself costs for
+`true` (issue 21). A resident launcher is one such interpreter, started on first use, that has
+imported that code once and forks per command; the fork becomes the command's reaper, so the
+reaper's guarantees (subreaper, parent-death signal, whole-tree kill, kill grace, leftovers
+stopped and counted) are the same code as before, only without the start-up.
+
+- A `Launchers` belongs to one toolkit (it is closed with it) and holds one resident launcher
+  per sandbox policy: never shared between toolkits, nor across policies.
+- A launcher that died is started again, and the call that found it dead retries once; a call
+  that still cannot use one runs the per-call way (`ProcessResult.launch` says which ran).
+- Each launcher dies with the toolkit's process (`PR_SET_PDEATHSIG`), and its forks with it, so
+  no command outlives the toolkit; it is also closed at interpreter exit.
+- The exchange per command (a request, then a pid and a pidfd back) is synchronous: the fork
+  answers in well under a millisecond, less than handing it to a thread would cost.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import contextvars
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from . import reaper
+
+__all__ = ["Launchers", "current_launchers", "unavailable"]
+
+current_launchers: contextvars.ContextVar[Launchers | None] = contextvars.ContextVar(
+    "toolnexus_launchers", default=None
+)
+"""The launchers of the toolkit whose call is running (set by `Toolkit` around each call);
+`run_process` and `start_process` use them, and start a fresh reaper per command without."""
+
+_BOOT = (
+    "import sys; sys.path.append(sys.argv.pop(1)); from reaper import resident; "
+    "sys.exit(resident(sys.argv))"
+)
+# The first request waits for the launcher's start-up (an interpreter and two imports); a
+# launcher that does not answer within this many seconds is taken for dead.
+_ANSWER_TIMEOUT = 10.0
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why resident launchers cannot run here (None: they can): the toolkit waits for a fork
+    that is not its child through a pidfd (Linux 5.3)."""
+    if not hasattr(os, "pidfd_open"):
+        return "no os.pidfd_open on this platform: every command starts its own reaper"
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError as exc:
+        return (
+            f"pidfd_open: {exc.strerror} (Linux 5.3 or later): every command starts its own reaper"
+        )
+    return None
+
+
+class _Dead(Exception):
+    """The resident launcher did not answer: start it again."""
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A command forked by a resident launcher: its reaper's pid and a pidfd to wait on."""
+
+    pid: int
+    pidfd: int
+
+
+class _Resident:
+    """One resident launcher process and the socket to it."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        folder = os.path.dirname(reaper.__file__)
+        try:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    _BOOT,
+                    folder,
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # a terminal's Ctrl-C is the toolkit's to handle
+                cwd="/",
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock.settimeout(_ANSWER_TIMEOUT)
+
+    def launch(self, request: bytes, fds: Sequence[int]) -> Launched | None:
+        """Fork a command; None when the launcher cannot fork (say, out of processes).
+
+        Raises:
+            _Dead: the launcher is gone or does not answer.
+        """
+        rights = array.array("i", fds).tobytes()
+        try:
+            self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+            answer, ancdata, _, _ = self.sock.recvmsg(256, socket.CMSG_SPACE(4))
+        except OSError as exc:  # EPIPE, ECONNRESET, a timeout
+            raise _Dead from exc
+        pidfds = array.array("i")
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                pidfds.frombytes(payload[: len(payload) - len(payload) % pidfds.itemsize])
+        if not answer:
+            raise _Dead
+        word, _, rest = answer.decode().partition(" ")
+        if word != "pid" or len(pidfds) != 1:
+            for fd in pidfds:
+                os.close(fd)
+            return None
+        return Launched(pid=int(rest), pidfd=pidfds[0])
+
+    def close(self) -> None:
+        """Close the socket (the launcher exits at its end, and its forks with it: their
+        parent-death signal stops every command still running) and reap the launcher."""
+        self.sock.close()
+        try:
+            self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Launchers:
+    """A toolkit's resident launchers, one per sandbox policy, started on first use."""
+
+    def __init__(self) -> None:
+        self._by_policy: dict[str, _Resident] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        _open.add(self)
+
+    @property
+    def running(self) -> int:
+        """How many resident launchers are running now."""
+        return len(self._by_policy)
+
+    def launch(
+        self,
+        policy: str,
+        *,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        grace: float,
+        stdin: int | None,
+        stdout: int,
+        stderr: int | None,
+        status: int,
+    ) -> Launched | None:
+        """Fork `argv` under its reaper in the launcher for `policy` (a key naming the sandbox
+        policy exactly); None when no resident launcher can run it (closed, forked toolkit,
+        a request too large, a launcher that died twice): the caller runs it the per-call way.
+
+        `stderr` None merges it into `stdout`; `stdin` None reads /dev/null."""
+        if self._closed or os.getpid() != self._pid or unavailable():
+            return None  # a forked toolkit must not talk to its parent's launchers
+        fields = {"argv": list(argv), "env": dict(env), "cwd": cwd, "grace": grace}
+        fields |= {"stdin": stdin is not None, "merge": stderr is None}
+        request = json.dumps(fields, separators=(",", ":")).encode()
+        if len(request) > reaper.REQUEST_MAX:
+            return None
+        fds = [fd for fd in (stdin, stdout, stderr) if fd is not None] + [status]
+        with self._lock:
+            for attempt in (1, 2):
+                if self._closed:
+                    return None
+                resident = self._by_policy.get(policy)
+                try:
+                    if resident is None:
+                        resident = self._by_policy[policy] = _Resident()
+                    return resident.launch(request, fds)
+                except _Dead:
+                    # Found dead (or hung): start a new one, and retry this call once.
+                    del self._by_policy[policy]
+                    resident.proc.kill()  # pyright: ignore[reportOptionalMemberAccess]
+                    resident.close()  # pyright: ignore[reportOptionalMemberAccess]
+                    if attempt == 2:
+                        return None
+                except OSError:
+                    return None  # cannot start an interpreter: the per-call way says why
+        return None
+
+    def close(self) -> None:
+        """Stop every launcher (and what its forks still run). Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            residents = list(self._by_policy.values())
+            self._by_policy.clear()
+        if os.getpid() != self._pid:
+            return
+        for resident in residents:
+            resident.close()
+        _open.discard(self)
+
+
+_open: weakref.WeakSet[Launchers] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for launchers in list(_open):
+        launchers.close()
