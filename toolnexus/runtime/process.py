@@ -562,6 +562,8 @@ async def run_process(
     started = time.monotonic()
     out, err = _HeadTail(max_output), _HeadTail(max_output)
     try:
+        if (folder := _missing_folder(argv, cwd)) is not None:  # a resident launcher's fork
+            return _not_started(wrapped, started, 126, folder)  # would report it as exit 127
         try:
             child = await _spawn(
                 wrapped,
@@ -762,6 +764,8 @@ async def start_process(
         FileNotFoundError: the command does not exist.
         NotADirectoryError: its working folder does not exist (the message names it).
     """
+    if (folder := _missing_folder(argv, cwd)) is not None:
+        raise NotADirectoryError(errno.ENOTDIR, folder)
     wrapped = _prepare(argv, cwd=cwd, env=env, sandbox=sandbox, workspace=workspace)
     try:
         child = await _spawn(
