@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import subprocess
 import sys
@@ -217,15 +218,47 @@ def test_bash_completion_is_valid_and_completes_commands_flags_and_choices(
     assert "claude-code" in _bash_complete(script, "toolnexus", "install", "cla")
 
 
-@pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_zsh_and_fish_completion_parse(shell: str, tmp_path: Path) -> None:
-    done = run("completion", shell)
+def _shell_or_skip(shell: str) -> str:
+    found = shutil.which(shell)
+    if found is None:
+        pytest.skip(f"{shell} is not installed here (.ci/run installs it): its script is untested")
+    return found
+
+
+def test_zsh_completion_parses_and_registers_for_toolnexus(tmp_path: Path) -> None:
+    done = run("completion", "zsh")
     assert done.returncode == 0 and "validate" in done.stdout
-    if shutil.which(shell) is None:
-        pytest.skip(f"{shell} is not installed here: the script was printed, not parsed")
-    (tmp_path / "c").write_text(done.stdout)
-    syntax = [shell, "-n", str(tmp_path / "c")] if shell == "zsh" else [shell, "--no-execute"]
-    subprocess.run(syntax + ([str(tmp_path / "c")] if shell == "fish" else []), check=True)
+    zsh = _shell_or_skip("zsh")
+    (tmp_path / "_toolnexus").write_text(done.stdout)
+    subprocess.run([zsh, "-n", str(tmp_path / "_toolnexus")], check=True, timeout=30)
+    # Installed as the docs say (a file `_toolnexus` on $fpath), compinit binds it to toolnexus.
+    probe = f"fpath=({tmp_path} $fpath); autoload -U compinit; compinit -u -D; "
+    probe += "print -r -- $_comps[toolnexus]"
+    bound = subprocess.run(
+        [zsh, "-f", "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert bound.stdout.strip() == "_toolnexus"
+
+
+def _fish_complete(fish: str, script: Path, line: str) -> list[str]:
+    probe = f"source {script}; complete -C {shlex.quote(line)}"
+    done = subprocess.run(
+        [fish, "--no-config", "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+
+def test_fish_completion_parses_and_completes_commands_flags_and_choices(tmp_path: Path) -> None:
+    done = run("completion", "fish")
+    assert done.returncode == 0 and "validate" in done.stdout
+    fish = _shell_or_skip("fish")
+    script = tmp_path / "toolnexus.fish"
+    script.write_text(done.stdout)
+    subprocess.run([fish, "--no-execute", str(script)], check=True, timeout=30)
+    assert _fish_complete(fish, script, "toolnexus va") == ["validate"]
+    assert set(_fish_complete(fish, script, "toolnexus ")) >= {"list", "doctor", "completion"}
+    assert _fish_complete(fish, script, "toolnexus doctor --j") == ["--json"]
+    assert "claude-code" in _fish_complete(fish, script, "toolnexus install cla")
 
 
 def test_completion_of_an_unknown_shell_is_a_usage_error() -> None:
