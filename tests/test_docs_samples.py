@@ -8,6 +8,10 @@ the line before a block change that (docs/development.md explains them to writer
 - `<!-- not-run: REASON -->`: the block is only compiled. For samples that call a real
   provider's API, or that another test runs with a scripted model (the reason names the test).
 
+A `js` block (the TypeScript SDK's client) runs with Node as an ES module, against the server its
+`served` setup starts: its URL is the one the docs show, swapped for the real port, and the token
+is in `$TOOLNEXUS_TOKEN`, as the sample reads it.
+
 A `yaml` block holding `version: 1` is a whole manifest: it must load, with the files it includes
 stubbed and its `${VAR}`s set.
 """
@@ -79,6 +83,9 @@ def samples() -> list[Sample]:
 
 PYTHON = [s for s in samples() if s.lang == "python"]
 MANIFESTS = [s for s in samples() if s.lang == "yaml" and re.search(r"^version: 1\b", s.code, re.M)]
+SCRIPTS = [s for s in samples() if s.lang == "js"]
+DOCS_URL = "http://127.0.0.1:8000/mcp"
+"""The endpoint the docs show for `serve --http 127.0.0.1:8000`; a `js` sample connects to it."""
 
 
 # -- what samples take as given --------------------------------------------------------------------
@@ -252,6 +259,7 @@ def test_the_samples_are_found() -> None:
     # The parser cannot silently find nothing: the pages hold runnable samples and manifests.
     assert len([s for s in PYTHON if s.marker != "not-run"]) >= 8
     assert len(MANIFESTS) >= 3
+    assert len(SCRIPTS) >= 1
     assert all(s.marker in (None, "sample-setup", "not-run") for s in samples())
 
 
@@ -275,3 +283,34 @@ def test_every_manifest_sample_loads(sample: Sample, tmp_path: Path) -> None:
     (tmp_path / "tools.yaml").write_text(sample.code, encoding="utf-8")
     manifest = load_manifest(tmp_path / "tools.yaml", env=env)
     assert manifest.version == 1
+
+
+@pytest.mark.parametrize("sample", SCRIPTS, ids=[s.id for s in SCRIPTS])
+def test_every_js_sample_runs_against_a_served_toolkit(sample: Sample, tmp_path: Path) -> None:
+    import os
+
+    from .serve.oidc import FOLDER, node_or_skip
+
+    assert (sample.marker, sample.argument) == ("sample-setup", "served"), sample.id
+    assert DOCS_URL in sample.code, f"{sample.id}: connect to {DOCS_URL}, as the page says"
+    node = node_or_skip()
+    (tmp_path / "node_modules").symlink_to(FOLDER / "node_modules")
+    given = SETUPS["served"](tmp_path)
+    served: subprocess.Popen[bytes] = given["_served"]
+    try:
+        (tmp_path / "sample.mjs").write_text(sample.code.replace(DOCS_URL, given["url"]))
+        # A sample that never exits (a client left open keeps Node running) fails by timeout.
+        done = subprocess.run(
+            [node, "sample.mjs"],
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "TOOLNEXUS_TOKEN": given["token"]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        served.terminate()
+        served.wait(timeout=15)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[ 'hello' ]", done.stdout
