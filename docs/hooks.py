@@ -8,7 +8,10 @@ Markdown in its place at build time:
 - `<!-- generated: cli-reference -->`: every command of `toolnexus`, its usage, arguments,
   flags and help text, read from the argparse parser in `toolnexus/cli.py`;
 - `<!-- generated: benchmark-results -->`: the tables of `benchmarks/RESULTS.md`, the file the
-  benchmark run writes, so that no figure is retyped.
+  benchmark run writes, so that no figure is retyped;
+- `<!-- generated: suite-size -->`: how many tests the suite holds, estimated from the source of
+  `tests/` with `ast` (the docs are built without the test dependencies, so pytest cannot collect
+  there; `tests/test_docs.py` checks the estimate against pytest's count).
 
 The functions are plain and importable (the tests call them), and a marker nobody knows is an
 error, so a typo cannot silently leave a page without its reference.
@@ -17,7 +20,9 @@ error, so a typo cannot silently leave a page without its reference.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -273,10 +278,187 @@ def benchmark_results(path: Path | None = None) -> str:
     return f"Run on: {first.strip()}.\n{rest}"
 
 
+# -- the size of the test suite -----------------------------------------------------------------
+
+
+def _literal_length(
+    node: ast.expr | None, names: dict[str, ast.expr], depth: int = 0
+) -> int | None:
+    """How many entries a parametrize list has, if the source says without running anything:
+    a literal list, tuple, set or dict, a module-level name bound to one, their sum, `X.items()`,
+    `list(X)` and the like, or a comprehension over one (its filter is not run: every entry
+    counts); None otherwise."""
+    if node is None or depth > 10:
+        return None
+    again = depth + 1
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        if any(isinstance(element, ast.Starred) for element in node.elts):
+            return None
+        return len(node.elts)
+    if isinstance(node, ast.Dict):
+        return len(node.keys)
+    if isinstance(node, ast.Name) and node.id in names:
+        return _literal_length(names[node.id], names, again)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = _literal_length(node.left, names, again)
+        right = _literal_length(node.right, names, again)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("items", "keys", "values"):
+            return _literal_length(func.value, names, again)
+        if isinstance(func, ast.Name) and func.id in ("list", "tuple", "sorted") and node.args:
+            return _literal_length(node.args[0], names, again)
+    if not isinstance(node, ast.ListComp | ast.GeneratorExp):
+        return None
+    if len(node.generators) == 1:
+        return _literal_length(node.generators[0].iter, names, again)
+    return _nested_length(node.generators, names, again)
+
+
+def _nested_length(
+    generators: list[ast.comprehension], names: dict[str, ast.expr], depth: int
+) -> int | None:
+    """`[c for key, cases in TABLE.items() for c in cases]`: the sum of the lengths of the
+    values of a dict the source spells out; None for any other pair of loops."""
+    outer, inner = generators if len(generators) == 2 else (None, None)
+    if outer is None or inner is None or not isinstance(inner.iter, ast.Name):
+        return None
+    table, target = outer.iter, outer.target
+    if not (isinstance(table, ast.Call) and isinstance(table.func, ast.Attribute)):
+        return None
+    if table.func.attr != "items" or not isinstance(target, ast.Tuple) or len(target.elts) != 2:
+        return None
+    value = target.elts[1]
+    if not isinstance(value, ast.Name) or value.id != inner.iter.id:
+        return None
+    mapping = table.func.value
+    while isinstance(mapping, ast.Name) and mapping.id in names:
+        mapping = names[mapping.id]
+    if not isinstance(mapping, ast.Dict):
+        return None
+    lengths = [_literal_length(v, names, depth + 1) for v in mapping.values]
+    return None if None in lengths else sum(n for n in lengths if n is not None)
+
+
+def _module_names(tree: ast.Module) -> dict[str, ast.expr]:
+    """The module-level names bound by a plain assignment, with the expression bound."""
+    names: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                names[target.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and node.value and isinstance(node.target, ast.Name):
+            names[node.target.id] = node.value
+    return names
+
+
+def _is_fixture(decorator: ast.expr) -> ast.Call | None:
+    """The `@pytest.fixture(...)` call among a function's decorators, if it is one with params."""
+    if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) in (
+        "pytest.fixture",
+        "fixture",
+    ):
+        return decorator
+    return None
+
+
+def _fixtures(tree: ast.Module) -> tuple[dict[str, int], set[str]]:
+    """Fixtures of a module with a literal `params=`: {name: count}, and which of them are
+    autouse (they multiply every test in their scope)."""
+    named: dict[str, int] = {}
+    autouse: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = _is_fixture(decorator)
+            keywords = {k.arg: k.value for k in call.keywords} if call else {}
+            count = _literal_length(keywords.get("params"), _module_names(tree))
+            if count is None:
+                continue
+            named[node.name] = count
+            flag = keywords.get("autouse")
+            if isinstance(flag, ast.Constant) and flag.value is True:
+                autouse.add(node.name)
+    return named, autouse
+
+
+def _parametrized(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, ast.expr]
+) -> int:
+    """How many tests `@pytest.mark.parametrize` makes of one function (literal lists only)."""
+    count = 1
+    for decorator in function.decorator_list:
+        if not (
+            isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("parametrize")
+        ):
+            continue
+        values = decorator.args[1] if len(decorator.args) > 1 else None
+        values = values or next((k.value for k in decorator.keywords if k.arg == "argvalues"), None)
+        count *= _literal_length(values, names) or 1
+    return count
+
+
+def _tests(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The test functions of a module: top-level `test_*` and `test_*` methods of `Test*`."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            found += [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(node)
+    return [f for f in found if f.name.startswith("test")]
+
+
+def count_tests(folder: Path | None = None) -> int:
+    """An estimate of how many tests pytest collects under `folder`, read with `ast` alone.
+
+    The docs are built where the test dependencies are not installed (CI's docs venv), so the
+    suite cannot be collected there; reading the source is enough to within a few per cent: each
+    test function counts once per entry of its literal `parametrize` lists and of the literal
+    `params` of the fixtures it takes (or that are autouse in its module or a `conftest.py`
+    above it). Lists computed at import time count as one entry, so this is a lower bound;
+    `tests/test_docs.py` checks it against pytest's own count.
+    """
+    folder = folder or ROOT / "tests"
+    conftests: dict[Path, tuple[dict[str, int], set[str]]] = {}
+    for path in sorted(folder.rglob("conftest.py")):
+        conftests[path.parent] = _fixtures(ast.parse(path.read_text(encoding="utf-8")))
+    total = 0
+    for path in sorted(folder.rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        named, autouse = _fixtures(tree)
+        names = _module_names(tree)
+        for parent in path.parents:
+            if parent in conftests:
+                above, above_autouse = conftests[parent]
+                named, autouse = {**above, **named}, above_autouse | autouse
+            if parent == folder:
+                break
+        for function in _tests(tree):
+            used = autouse | {argument.arg for argument in function.args.args}
+            total += _parametrized(function, names) * math.prod(named.get(name, 1) for name in used)
+    return total
+
+
+def suite_size() -> str:
+    """The size of the suite, estimated at build time, and how to get the exact figure."""
+    return (
+        f"The suite holds about {round(count_tests(), -2):,} tests: an estimate, read from the "
+        "source of `tests/` when these docs were built (parametrize lists computed at run time "
+        "count as one, so pytest's count is a little higher). For the exact figure, run "
+        "`.venv/bin/python -m pytest --collect-only -q | tail -n 1`; `pytest -q` prints the time "
+        "a run took at its end."
+    )
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "manifest-reference": manifest_reference,
     "cli-reference": cli_reference,
     "benchmark-results": benchmark_results,
+    "suite-size": suite_size,
 }
 
 

@@ -333,6 +333,69 @@ def test_the_benchmark_page_includes_every_row_of_the_results_file() -> None:
     assert not [line for line in _page("benchmarks.md").splitlines() if line.startswith("|")]
 
 
+def _collected(folder: Path) -> int:
+    """How many tests pytest collects under `folder`, by `pytest --collect-only` in a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", folder],
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    found = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
+    assert found, done.stdout[-2000:] + done.stderr[-2000:]
+    return int(found.group(1))
+
+
+def test_the_suite_size_estimate_counts_every_shape_it_reads(tmp_path: Path) -> None:
+    folder = tmp_path / "tests"
+    (folder / "deep").mkdir(parents=True)
+    (folder / "conftest.py").write_text(
+        "import pytest\n@pytest.fixture(params=[1, 2, 3])\ndef three(request): return 1\n"
+    )
+    (folder / "test_a.py").write_text(
+        inspect.cleandoc(
+            """
+            import pytest
+            BASE = ["a", "b"]
+            MORE = BASE + ["c"]
+            TABLE = {"x": BASE, "y": ["d", "e", "f"]}
+            @pytest.fixture(autouse=True, params=["p", "q"])
+            def twice(request): return 1
+            def test_plain(): pass
+            @pytest.mark.parametrize("v", MORE)
+            @pytest.mark.parametrize("w", [v for v in TABLE.items()])
+            def test_grid(v, w): pass
+            @pytest.mark.parametrize("c", [c for k, cs in TABLE.items() for c in cs])
+            def test_nested(c, three): pass
+            class TestGroup:
+                def test_method(self): pass
+                def helper(self): pass
+            """
+        )
+        + "\n"
+    )
+    (folder / "deep" / "test_b.py").write_text(
+        "import pytest\n@pytest.mark.parametrize('n', list(range(4)))\ndef test_r(n): pass\n"
+        "def test_three(three): pass\n"
+    )
+    # 2 x (1 + 3*2 + 5*3 + 1) in test_a; range() is computed, so test_r counts once (of 4), + 3
+    assert _hooks().count_tests(folder) == 2 * (1 + 6 + 15 + 1) + 1 + 3
+    assert _collected(folder) == 2 * (1 + 6 + 15 + 1) + 4 + 3
+
+
+def test_the_suite_size_in_the_docs_is_generated_and_close_to_pytests_count() -> None:
+    page = _page("development.md")
+    assert "<!-- generated: suite-size -->" in page
+    # No size or time of the suite is typed into the page.
+    assert not re.search(r"\d[\d,]* tests|\d+ (?:s|seconds|minutes)\b", page)
+    estimate, collected = _hooks().count_tests(ROOT / "tests"), _collected(ROOT / "tests")
+    assert 0.9 * collected <= estimate <= 1.05 * collected, (estimate, collected)
+    shown = re.search(r"about ([\d,]+) tests", _hooks().render(page))
+    assert shown and int(shown.group(1).replace(",", "")) == round(estimate, -2)
+
+
 def test_an_unknown_generated_marker_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown generated part 'cli-refrence'"):
         _hooks().render("<!-- generated: cli-refrence -->\n")
