@@ -455,7 +455,7 @@ def _user_login_class() -> type[Any]:
             self._browser = browser
             self._on_problem = on_problem
             self._metadata_saved = False
-            # The issuer a 2025-03-26 server's own metadata names (see `_legacy_issuer`).
+            # The issuer a 2025-03-26 server's own metadata names (`_origin_metadata_issuer`).
             self._legacy_issuer: str | None = None
 
         async def _initialize(self) -> None:
@@ -576,7 +576,7 @@ def _user_login_class() -> type[Any]:
                         self._legacy_issuer is None
                         and self.context.auth_server_url is None
                         and (
-                            issuer := await _legacy_issuer(
+                            issuer := await _origin_metadata_issuer(
                                 self.context.server_url, outgoing, response
                             )
                         )
@@ -640,7 +640,7 @@ def _user_login_class() -> type[Any]:
 _LEGACY_METADATA_PATH = "/.well-known/oauth-authorization-server"
 
 
-async def _legacy_issuer(
+async def _origin_metadata_issuer(
     server_url: str, request: httpx2.Request, response: httpx2.Response
 ) -> str | None:
     """The issuer named by the authorization server metadata at the MCP server's own origin,
