@@ -455,6 +455,8 @@ def _user_login_class() -> type[Any]:
             self._browser = browser
             self._on_problem = on_problem
             self._metadata_saved = False
+            # The issuer a 2025-03-26 server's own metadata names (`_origin_metadata_issuer`).
+            self._legacy_issuer: str | None = None
 
         async def _initialize(self) -> None:
             await super()._initialize()
@@ -492,6 +494,16 @@ def _user_login_class() -> type[Any]:
                 )
             if context.auth_server_url is None and record.get("auth_server"):
                 context.auth_server_url = record["auth_server"]
+            if context.auth_server_url is None and context.oauth_metadata is not None:
+                # Accepted at the login by the 2025-03-26 rule; a later discovery expects it.
+                self._legacy_issuer = _same_origin_issuer(
+                    self.context.server_url, str(context.oauth_metadata.issuer)
+                )
+
+        def _expected_issuer(self) -> str:
+            if self.context.auth_server_url is None and self._legacy_issuer is not None:
+                return self._legacy_issuer
+            return super()._expected_issuer()
 
         async def _perform_authorization(self) -> httpx2.Request:
             # Scopes the manifest asks for, and those a refused step-up recorded, join the
@@ -560,6 +572,24 @@ def _user_login_class() -> type[Any]:
                                 continue
                             self._refused(response, challenge, refresh_failed)
                             return
+                    elif (
+                        self._legacy_issuer is None
+                        and self.context.auth_server_url is None
+                        and (
+                            issuer := await _origin_metadata_issuer(
+                                self.context.server_url, outgoing, response
+                            )
+                        )
+                    ):
+                        # A 2025-03-26 server (no protected-resource metadata) publishes its
+                        # authorization server's metadata at its own origin, and that spec let
+                        # the issuer have a path there; the SDK holds it to the bare origin. The
+                        # flow again, expecting the issuer this origin's own document names.
+                        self._legacy_issuer = issuer
+                        await flow.aclose()
+                        flow = super()._auth_flow(request)
+                        outgoing = await flow.__anext__()
+                        continue
                     elif _is_refresh(outgoing):
                         refresh_failed = response.status_code != 200
                         if refresh_failed:
@@ -605,6 +635,50 @@ def _user_login_class() -> type[Any]:
             self._on_problem(problem)
 
     return _UserLogin
+
+
+_LEGACY_METADATA_PATH = "/.well-known/oauth-authorization-server"
+
+
+async def _origin_metadata_issuer(
+    server_url: str, request: httpx2.Request, response: httpx2.Response
+) -> str | None:
+    """The issuer named by the authorization server metadata at the MCP server's own origin,
+    when `request` fetched it there (the 2025-03-26 discovery, taken only without
+    protected-resource metadata) and it names an issuer on that origin other than the bare
+    origin; else None.
+
+    Only that document, and only an issuer on the same origin: whoever serves the origin's
+    metadata controls that origin's endpoints anyway, so this trusts nothing new. An issuer on
+    another origin stays refused, as the SDK refuses it.
+    """
+    server = urlsplit(server_url)
+    if (
+        request.method != "GET"
+        or response.status_code != 200
+        or str(request.url) != f"{server.scheme}://{server.netloc}{_LEGACY_METADATA_PATH}"
+    ):
+        return None
+    try:
+        await response.aread()
+        issuer = response.json().get("issuer")
+    except Exception:  # noqa: BLE001 - not a metadata document: the SDK reports it
+        return None
+    if not isinstance(issuer, str):
+        return None
+    return _same_origin_issuer(server_url, issuer)
+
+
+def _same_origin_issuer(server_url: str, issuer: str) -> str | None:
+    """`issuer` when it is a URL with a path on `server_url`'s origin, else None."""
+    server, named = urlsplit(server_url), urlsplit(issuer)
+    same = (named.scheme.lower(), named.netloc.lower()) == (
+        server.scheme.lower(),
+        server.netloc.lower(),
+    )
+    if not same or named.path in ("", "/") or named.query or named.fragment:
+        return None
+    return issuer
 
 
 def _challenge(response: httpx2.Response, field: Callable[[Any, str], str | None]) -> int | None:
