@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -20,7 +19,7 @@ import pytest
 
 from ..conftest import OutputLines, free_port
 from ..test_serve import TOKEN, child_env, http_client, serving
-from .oidc import FOLDER, Provider, node_or_skip, running_provider
+from .oidc import FOLDER, Team, node_or_skip, serving_team
 from .test_identity_oidc import REDIRECT, WAIT, connected, user_login, whoami
 
 pytestmark = pytest.mark.anyio
@@ -72,26 +71,10 @@ tools:
 """
 
 
-@dataclass
-class Team:
-    provider: Provider
-    url: str
-    folder: Path
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    node_or_skip()
-    folder = tmp_path_factory.mktemp("access")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with running_provider(free_port(), url) as provider:
-        (folder / "team.py").write_text(textwrap.dedent(TOOLS).lstrip())
-        manifest = folder / "tools.yaml"
-        manifest.write_text(MANIFEST.format(issuer=provider.issuer, audience=url))
-        args = [str(manifest), "--http", f"127.0.0.1:{port}"]
-        with serving(args, cwd=folder, ready="Application startup complete"):
-            yield Team(provider=provider, url=url, folder=folder)
+    with serving_team(tmp_path_factory.mktemp("access"), {"team.py": TOOLS}, MANIFEST) as team:
+        yield team
 
 
 def audit(team: Team) -> list[dict[str, object]]:
