@@ -87,10 +87,13 @@ def save_atomically(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
-def child_env() -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a `toolnexus` child process: none of our `TOOLNEXUS_*` settings
+    (a developer's shell must not change a test), this checkout first on PYTHONPATH, and then
+    `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
+    return env | extra
 
 
 def answering(action: str, approve: bool = True) -> Any:
