@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from toolnexus import create_toolkit
 
+from ..test_serve import child_env
 from .served import serve_http
 
 TOKEN = "serve-token-0123456789"
@@ -44,9 +45,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("served")
     manifest = folder / "tools.yaml"
     manifest.write_text(MANIFEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    with serve_http(manifest, env, "--token", TOKEN, cwd=elsewhere) as url:
+    with serve_http(manifest, child_env(), "--token", TOKEN, cwd=elsewhere) as url:
         yield url
 
 
