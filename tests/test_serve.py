@@ -121,9 +121,12 @@ class Served:
 
 
 @contextmanager
-def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterator[Any]:
-    """Run `toolnexus serve ARGS` until `ready` has appeared `count` times on its stderr; stop
-    and reap the whole process group afterwards."""
+def serving(
+    args: list[str], *, cwd: Path, ready: str, count: int = 1, lines: list[str] | None = None
+) -> Iterator[Any]:
+    """Run `toolnexus serve ARGS` until `ready` has appeared `count` times on its stderr (the
+    lines up to there go into `lines`, for a test of what serve says as it starts); stop and
+    reap the whole process group afterwards."""
     process = subprocess.Popen(
         [sys.executable, "-m", "toolnexus", "serve", *args],
         cwd=cwd,
@@ -138,6 +141,8 @@ def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterat
     output = OutputLines(process.stderr)
     try:
         output.wait_for(lambda line: ready in line, what="server", seconds=STARTUP, count=count)
+        if lines is not None:
+            lines.extend(output.log)
         yield process
     finally:
         with contextlib.suppress(ProcessLookupError):  # already exited
