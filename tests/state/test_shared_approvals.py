@@ -18,7 +18,15 @@ from toolnexus import StateUnavailable
 from toolnexus.state import open_state
 
 from ..serve.served import serve_http
-from ..serve.test_serve_approval import Asked, client, did_not_run, first_round, retry, text
+from ..serve.test_serve_approval import (
+    MANIFEST,
+    Asked,
+    client,
+    did_not_run,
+    first_round,
+    retry,
+    text,
+)
 from ..test_serve import child_env
 from .conftest import RedisServer
 
@@ -26,18 +34,6 @@ pytestmark = pytest.mark.anyio
 
 WAIT = 60.0
 SECRET = "a-secret-every-replica-shares-of-more-than-32-bytes"
-MANIFEST = """
-version: 1
-name: approvals
-tools:
-  - name: deploy
-    command: [echo, "deployed {target}"]
-    parameters:
-      type: object
-      properties: {target: {type: string}}
-      required: [target]
-    approval: {default: ask}
-"""
 
 
 async def test_an_approval_used_on_one_replica_cannot_be_replayed_on_another(
