@@ -87,10 +87,13 @@ def save_atomically(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
-def child_env() -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a `toolnexus` child process: none of our `TOOLNEXUS_*` settings
+    (a developer's shell must not change a test), this checkout first on PYTHONPATH, and then
+    `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
+    return env | extra
 
 
 def answering(action: str, approve: bool = True) -> Any:
@@ -118,9 +121,12 @@ class Served:
 
 
 @contextmanager
-def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterator[Any]:
-    """Run `toolnexus serve ARGS` until `ready` has appeared `count` times on its stderr; stop
-    and reap the whole process group afterwards."""
+def serving(
+    args: list[str], *, cwd: Path, ready: str, count: int = 1, lines: list[str] | None = None
+) -> Iterator[Any]:
+    """Run `toolnexus serve ARGS` until `ready` has appeared `count` times on its stderr (the
+    lines up to there go into `lines`, for a test of what serve says as it starts); stop and
+    reap the whole process group afterwards."""
     process = subprocess.Popen(
         [sys.executable, "-m", "toolnexus", "serve", *args],
         cwd=cwd,
@@ -135,6 +141,8 @@ def serving(args: list[str], *, cwd: Path, ready: str, count: int = 1) -> Iterat
     output = OutputLines(process.stderr)
     try:
         output.wait_for(lambda line: ready in line, what="server", seconds=STARTUP, count=count)
+        if lines is not None:
+            lines.extend(output.log)
         yield process
     finally:
         with contextlib.suppress(ProcessLookupError):  # already exited

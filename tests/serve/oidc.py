@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,8 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 import pytest
 
-from ..conftest import OutputLines
+from ..conftest import OutputLines, free_port
+from ..test_serve import serving
 
 FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "oidc"
 STARTUP = 60.0
@@ -80,6 +82,38 @@ def running_provider(port: int, audience: str) -> Iterator[Provider]:
             process.kill()
             process.wait(timeout=15)
         output.close()
+
+
+@dataclass
+class Team:
+    """A provider and a `toolnexus serve --http` that trusts it, serving from `folder`."""
+
+    provider: Provider
+    url: str
+    folder: Path
+
+
+@contextlib.contextmanager
+def serving_team(
+    folder: Path, files: dict[str, str], manifest: str, env: dict[str, str] | None = None
+) -> Iterator[Team]:
+    """Start the provider, write `files` (dedented) and `manifest` (formatted with the
+    provider's `issuer` and the served `audience`) into `folder`, and serve it over HTTP with
+    `env` set, until the block ends: the one setup of the OpenID end-to-end tests."""
+    node_or_skip()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with running_provider(free_port(), url) as provider:
+        for name, text in files.items():
+            (folder / name).write_text(textwrap.dedent(text).lstrip())
+        path = folder / "tools.yaml"
+        path.write_text(manifest.format(issuer=provider.issuer, audience=url))
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in (env or {}).items():
+                patch.setenv(key, value)
+            args = [str(path), "--http", f"127.0.0.1:{port}"]
+            with serving(args, cwd=folder, ready="Application startup complete"):
+                yield Team(provider=provider, url=url, folder=folder)
 
 
 async def browse_to_callback(authorization_url: str, redirect_uri: str) -> dict[str, str]:

@@ -17,8 +17,11 @@ STARTUP = 60.0
 
 
 @contextlib.contextmanager
-def serve_http(manifest: Path, env: dict[str, str], *args: str) -> Iterator[str]:
-    """Serve `manifest` over streamable HTTP on a free port (with more `args` for `serve`);
+def serve_http(
+    manifest: Path, env: dict[str, str], *args: str, cwd: Path | None = None
+) -> Iterator[str]:
+    """Serve `manifest` over streamable HTTP on a free port (with more `args` for `serve`), run
+    from `cwd` (the manifest's folder unless given: a client's config may run it elsewhere);
     yield the endpoint's URL; stop the whole process group afterwards (SIGTERM, then SIGKILL if
     it lingers)."""
     port = free_port()
@@ -27,7 +30,7 @@ def serve_http(manifest: Path, env: dict[str, str], *args: str) -> Iterator[str]
             *(sys.executable, "-m", "toolnexus", "serve", str(manifest)),
             *("--http", f"127.0.0.1:{port}", *args),
         ],
-        cwd=manifest.parent,
+        cwd=manifest.parent if cwd is None else cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

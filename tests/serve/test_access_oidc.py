@@ -6,21 +6,17 @@ and the TypeScript SDK's) log in by discovery alone."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 
-from ..conftest import OutputLines, free_port
-from ..test_serve import TOKEN, child_env, http_client, serving
-from .oidc import FOLDER, Provider, node_or_skip, running_provider
+from ..conftest import free_port
+from ..test_serve import TOKEN, http_client, serving
+from .oidc import FOLDER, Team, node_or_skip, serving_team
 from .test_identity_oidc import REDIRECT, WAIT, connected, user_login, whoami
 
 pytestmark = pytest.mark.anyio
@@ -72,26 +68,10 @@ tools:
 """
 
 
-@dataclass
-class Team:
-    provider: Provider
-    url: str
-    folder: Path
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    node_or_skip()
-    folder = tmp_path_factory.mktemp("access")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with running_provider(free_port(), url) as provider:
-        (folder / "team.py").write_text(textwrap.dedent(TOOLS).lstrip())
-        manifest = folder / "tools.yaml"
-        manifest.write_text(MANIFEST.format(issuer=provider.issuer, audience=url))
-        args = [str(manifest), "--http", f"127.0.0.1:{port}"]
-        with serving(args, cwd=folder, ready="Application startup complete"):
-            yield Team(provider=provider, url=url, folder=folder)
+    with serving_team(tmp_path_factory.mktemp("access"), {"team.py": TOOLS}, MANIFEST) as team:
+        yield team
 
 
 def audit(team: Team) -> list[dict[str, object]]:
@@ -217,29 +197,15 @@ async def test_without_any_authentication_serve_warns_that_access_holds_nobody(
     (tmp_path / "team.py").write_text(textwrap.dedent(TOOLS).lstrip())
     (tmp_path / "tools.yaml").write_text(STATIC)
     port = free_port()
-    args = ["serve", str(tmp_path / "tools.yaml"), "--http", f"127.0.0.1:{port}"]  # no token
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolnexus", *args],
-        cwd=tmp_path,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert process.stderr is not None
-    output = OutputLines(process.stderr)
-    try:
-        warned = output.wait_for(lambda line: "warning" in line, what="serve", seconds=WAIT)
-        output.wait_for(lambda line: "startup complete" in line, what="serve", seconds=WAIT)
+    args = [str(tmp_path / "tools.yaml"), "--http", f"127.0.0.1:{port}"]  # no token
+    started: list[str] = []
+    with serving(args, cwd=tmp_path, ready="startup complete", lines=started):
         with anyio.fail_after(WAIT):
             async with http_client(f"http://127.0.0.1:{port}/mcp", token=None) as client:
                 tools = sorted(t.name for t in (await client.list_tools()).tools)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-        output.close()
+    warnings = [line for line in started if "warning" in line]
+    assert warnings, started
+    warned = warnings[0]
     assert "access: entries apply to identified callers" in warned
     assert "every client sees and may call every tool" in warned
     assert tools == ["deploy_app", "status", "whoami"]

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 import httpx
@@ -30,9 +27,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-from ..conftest import free_port
-from ..test_serve import serving
-from .oidc import FOLDER, Provider, browse_to_callback, node_or_skip, running_provider
+from .oidc import FOLDER, Team, browse_to_callback, node_or_skip, serving_team
 
 pytestmark = pytest.mark.anyio
 
@@ -71,28 +66,12 @@ tools:
 """
 
 
-@dataclass
-class Team:
-    provider: Provider
-    url: str
-    folder: Path
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    node_or_skip()
     folder = tmp_path_factory.mktemp("team")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with running_provider(free_port(), url) as provider:
-        (folder / "whoami.py").write_text(textwrap.dedent(WHOAMI).lstrip())
-        manifest = folder / "tools.yaml"
-        manifest.write_text(MANIFEST.format(issuer=provider.issuer, audience=url))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("OIDC_RS_SECRET", "rs-secret")
-            args = [str(manifest), "--http", f"127.0.0.1:{port}"]
-            with serving(args, cwd=folder, ready="Application startup complete"):
-                yield Team(provider=provider, url=url, folder=folder)
+    files = {"whoami.py": WHOAMI}
+    with serving_team(folder, files, MANIFEST, env={"OIDC_RS_SECRET": "rs-secret"}) as team:
+        yield team
 
 
 class Memory(TokenStorage):

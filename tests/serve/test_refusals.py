@@ -5,12 +5,8 @@ the rule's file relative to the manifest's folder, not the server's absolute pat
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from toolnexus import create_toolkit
 
-from ..conftest import free_port, wait_for_port
+from ..test_serve import child_env
+from .served import serve_http
 
 TOKEN = "serve-token-0123456789"
 WAIT = 30.0
@@ -48,38 +45,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("served")
     manifest = folder / "tools.yaml"
     manifest.write_text(MANIFEST)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "toolnexus",
-            "serve",
-            str(manifest),
-            "--http",
-            f"127.0.0.1:{port}",
-            "--token",
-            TOKEN,
-        ],
-        cwd=tmp_path_factory.mktemp("elsewhere"),
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(port, process, 60.0)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    with serve_http(manifest, child_env(), "--token", TOKEN, cwd=elsewhere) as url:
+        yield url
 
 
 def test_the_401_says_whether_no_token_came_or_it_was_refused(served: str) -> None:

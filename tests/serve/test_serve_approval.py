@@ -12,7 +12,6 @@ in process where the server's clock must move.
 from __future__ import annotations
 
 import hashlib
-import os
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,11 +25,9 @@ import pytest
 from mcp import types
 from mcp.client.streamable_http import streamable_http_client
 
-import toolnexus
-
+from ..test_serve import child_env
 from .served import STARTUP, serve_http
 
-REPO = Path(toolnexus.__file__).resolve().parents[1]
 WAIT = 30.0
 KEY = "toolnexus/approval"
 """Where the server puts its question in an `InputRequiredResult` (and wants the answer)."""
@@ -66,10 +63,7 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def http_url(manifest: Path) -> Iterator[str]:
     """One `toolnexus serve --http` process (sessions) for the module."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TOOLNEXUS_APPROVAL_SECRET"] = SECRET
-    with serve_http(manifest, env) as url:
+    with serve_http(manifest, child_env(TOOLNEXUS_APPROVAL_SECRET=SECRET)) as url:
         yield url
 
 

@@ -5,7 +5,6 @@ message."""
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 import warnings
@@ -22,11 +21,9 @@ from mcp import StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-import toolnexus
-
+from ..test_serve import child_env
 from .served import STARTUP, serve_http
 
-REPO = Path(toolnexus.__file__).resolve().parents[1]
 WAIT = 30.0
 
 TOOLS = '''
@@ -79,12 +76,6 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = folder / "tools.yaml"
     path.write_text(textwrap.dedent(MANIFEST).lstrip())
     return path
-
-
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ across processes and workers, and a `/healthz` that fails while Redis is away.""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +13,12 @@ import pytest
 
 from ..conftest import free_port
 from ..serve.served import serve_http
-from ..test_serve import REPO, http_client, serving
+from ..test_serve import child_env, http_client, serving
 from .conftest import LIMITED, RedisServer
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 60.0
-
 
 
 async def test_replicas_sharing_redis_hold_one_rate_limit_and_report_its_health(
@@ -102,12 +100,6 @@ tools:
 """
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env | extra
-
-
 async def _pings(url: str, count: int) -> list[str]:
     async with http_client(url, token=None) as client:
         results = [await client.call_tool("ping", {}) for _ in range(count)]
@@ -123,7 +115,7 @@ async def test_the_manifest_names_the_store_and_the_flag_overrides_it(
     manifest = tmp_path / "tools.yaml"
     manifest.write_text(DECLARED)
     nowhere = f"redis://127.0.0.1:{free_port()}/0"
-    env = _env(REDIS_URL=redis_server.url, TOOLNEXUS_STATE_URL=nowhere)
+    env = child_env(REDIS_URL=redis_server.url, TOOLNEXUS_STATE_URL=nowhere)
     with (
         serve_http(manifest, env) as one,
         serve_http(manifest, env) as two,
@@ -143,7 +135,7 @@ def test_a_typo_in_the_manifests_store_fails_validate_at_its_line(tmp_path: Path
     manifest.write_text(DECLARED.replace("${REDIS_URL}", "redsi://127.0.0.1:6379/0"))
     typo = subprocess.run(
         [sys.executable, "-m", "toolnexus", "validate", str(manifest)],
-        env=_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=WAIT,
@@ -155,7 +147,7 @@ def test_a_typo_in_the_manifests_store_fails_validate_at_its_line(tmp_path: Path
     manifest.write_text(DECLARED.replace("state:", "stat:"))
     typo = subprocess.run(
         [sys.executable, "-m", "toolnexus", "validate", str(manifest)],
-        env=_env(REDIS_URL="redis://127.0.0.1:6379/0"),
+        env=child_env(REDIS_URL="redis://127.0.0.1:6379/0"),
         capture_output=True,
         text=True,
         timeout=WAIT,

@@ -7,7 +7,6 @@ retry: a ticket whose single use cannot be recorded approves nothing."""
 from __future__ import annotations
 
 import contextlib
-import os
 import textwrap
 from pathlib import Path
 
@@ -19,33 +18,22 @@ from toolnexus import StateUnavailable
 from toolnexus.state import open_state
 
 from ..serve.served import serve_http
-from ..serve.test_serve_approval import REPO, Asked, client, did_not_run, first_round, retry, text
+from ..serve.test_serve_approval import (
+    MANIFEST,
+    Asked,
+    client,
+    did_not_run,
+    first_round,
+    retry,
+    text,
+)
+from ..test_serve import child_env
 from .conftest import RedisServer
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 60.0
 SECRET = "a-secret-every-replica-shares-of-more-than-32-bytes"
-MANIFEST = """
-version: 1
-name: approvals
-tools:
-  - name: deploy
-    command: [echo, "deployed {target}"]
-    parameters:
-      type: object
-      properties: {target: {type: string}}
-      required: [target]
-    approval: {default: ask}
-"""
-
-
-def _env(state_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TOOLNEXUS_APPROVAL_SECRET"] = SECRET
-    env["TOOLNEXUS_STATE_URL"] = state_url
-    return env
 
 
 async def test_an_approval_used_on_one_replica_cannot_be_replayed_on_another(
@@ -53,7 +41,7 @@ async def test_an_approval_used_on_one_replica_cannot_be_replayed_on_another(
 ) -> None:
     manifest = tmp_path / "tools.yaml"
     manifest.write_text(textwrap.dedent(MANIFEST).lstrip())
-    env = _env(redis_server.url)
+    env = child_env(TOOLNEXUS_APPROVAL_SECRET=SECRET, TOOLNEXUS_STATE_URL=redis_server.url)
     with serve_http(manifest, env) as one, serve_http(manifest, env) as two:
         with anyio.fail_after(WAIT):
             async with client(one, elicitation_callback=Asked()) as c:

@@ -8,7 +8,6 @@ import dataclasses
 import importlib.util
 import json
 import textwrap
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from toolnexus.search.semantic import (
 )
 
 from .conftest import forecast, hello, star_repo
-from .test_toolkit import EVERYTHING
+from .test_toolkit import EVERYTHING, grow
 
 CONCEPTS = ("weather", "star", "hello", "account", "runtime")
 """The toy embedder's dimensions: a text's vector counts the words of each concept."""
@@ -122,12 +121,7 @@ def test_an_mcp_list_change_embeds_only_the_new_tool(tmp_path: Path) -> None:
         first = toolkit.execute("tool_search", {"query": "say hello back"})
         assert not first.is_error
         before_texts = set(embed.embedded)
-        before = toolkit.generation
-        assert toolkit.execute("grow", {"name": "sprout"}).is_error is False
-        deadline = time.monotonic() + 20
-        while toolkit.generation == before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert toolkit.generation != before
+        grow(toolkit, "sprout")
         embed.batches.clear()
         found = toolkit.execute("tool_search", {"query": "the tool added at runtime"})
         assert "sprout" in found.metadata["tool_search"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from toolnexus import ManifestError, UsageError, create_toolkit, tool
+from toolnexus import ManifestError, Toolkit, UsageError, create_toolkit, tool
 from toolnexus.adapters import openai_chat_tools
 from toolnexus.search import is_deferred
 
@@ -22,6 +22,17 @@ EVERYTHING = (
     "connect_timeout: 60s, required: true}"
 )
 """The everything MCP server, deferred (a generous start: the machine is shared)."""
+
+
+def grow(toolkit: Toolkit, name: str) -> None:
+    """Have the everything server add a tool `name` at run time (tools/list_changed), and wait
+    (20 s at most) until the toolkit has taken in the new list."""
+    before = toolkit.generation
+    assert toolkit.execute("grow", {"name": name}).is_error is False
+    deadline = time.monotonic() + 20
+    while toolkit.generation == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert toolkit.generation != before
 
 
 def shell(name: str, description: str, **extra: str) -> str:
@@ -260,11 +271,7 @@ def test_an_mcp_refresh_keeps_deferral(tmp_path: Path) -> None:
     server = EVERYTHING
     path = manifest(tmp_path, f"mcp_servers:\n  ev: {server}\n")
     with create_toolkit(path) as toolkit:
-        before = toolkit.generation
-        assert toolkit.execute("grow", {"name": "sprout"}).is_error is False
-        deadline = time.monotonic() + 20
-        while toolkit.generation == before and time.monotonic() < deadline:
-            time.sleep(0.05)
+        grow(toolkit, "sprout")
         assert "sprout" in deferred(toolkit)
         found = toolkit.execute("tool_search", {"query": "^sprout$", "mode": "regex"})
         assert found.metadata["tool_search"] == ["sprout"]
@@ -292,12 +299,7 @@ def test_a_denied_tool_an_mcp_refresh_adds_is_hidden_and_never_found(tmp_path: P
         tmp_path, f"permissions:\n  deny: [forbidden]\nmcp_servers:\n  ev: {EVERYTHING}\n"
     )
     with create_toolkit(path) as toolkit:
-        before = toolkit.generation
-        assert toolkit.execute("grow", {"name": "forbidden"}).is_error is False
-        deadline = time.monotonic() + 20
-        while toolkit.generation == before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert toolkit.generation != before
+        grow(toolkit, "forbidden")
         assert "forbidden" not in toolkit.names()
         found = toolkit.execute("tool_search", {"query": "^forbidden$", "mode": "regex"})
         assert found.metadata["tool_search"] == []
