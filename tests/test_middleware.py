@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -169,3 +171,23 @@ async def test_timeout_lets_the_callers_own_cancellation_through() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def test_a_misspelt_middleware_option_is_named_with_its_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no option 'per_caler'; did you mean 'per_caller'"):
+        from_config("rate_limit", {"calls": 3, "per_caler": True})
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(
+        "version: 1\nmiddleware:\n  - rate_limit:\n"
+        "      calls: 3\n      per_caler: true\ntools: []\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "toolnexus", "validate", str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode != 0
+    assert f"{manifest}:5:" in run.stderr + run.stdout
+    assert "middleware[0].rate_limit.per_caler" in run.stderr + run.stdout
+    assert "did you mean 'per_caller'" in run.stderr + run.stdout

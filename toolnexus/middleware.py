@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import hashlib
+import inspect
 import json
 import logging
 import random
@@ -584,6 +585,7 @@ def from_config(name: str, options: Any = None, *, base_dir: Path | None = None)
             return factory()
         if isinstance(options, Mapping):
             kwargs = dict(options)
+            _check_option_names(name, factory, kwargs)
             if name == "audit" and base_dir is not None and kwargs.get("path"):
                 p = Path(str(kwargs["path"])).expanduser()
                 kwargs["path"] = p if p.is_absolute() else base_dir / p
@@ -597,3 +599,24 @@ def from_config(name: str, options: Any = None, *, base_dir: Path | None = None)
         return factory(options)
     except TypeError as exc:
         raise ConfigError(f"bad options for middleware {name!r}: {exc}") from exc
+
+
+def _check_option_names(name: str, factory: Callable[..., Any], options: Mapping[str, Any]) -> None:
+    """An option the middleware does not take is an error at that key, with the closest name:
+    Python's own "unexpected keyword argument" names neither the field nor the fix.
+
+    Raises:
+        ConfigError: an unknown option.
+    """
+    params = inspect.signature(factory).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    known = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for key in options:
+        if key not in known:
+            raise ConfigError(
+                f"bad options for middleware {name!r}: no option {key!r}"
+                f"{did_you_mean(str(key), known)} "
+                f"(options: {', '.join(known)})",
+                field=f"{name}.{key}",
+            )
