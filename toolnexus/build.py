@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .manifest import Manifest, ServerDecl, ToolDecl
     from .mcp.callbacks import McpHandlers
     from .mcp.server import McpServer
+    from .mcp.tokens import LoginStore
     from .search.plan import ToolSearchSettings
 
 logger = logging.getLogger("toolnexus")
@@ -120,6 +121,8 @@ async def build_generation(
         servers: dict[Any, McpServer] = {}
         server_decls: dict[Any, ServerDecl] = {}
         if manifest is not None and manifest.mcp_servers:
+            from .mcp.tokens import login_store_for
+
             server_tools = await _build_servers(
                 manifest.mcp_servers,
                 workspace=workspace,
@@ -134,6 +137,7 @@ async def build_generation(
                 on_tools_changed=on_tools_changed,
                 handlers=McpHandlers(elicitation=options.elicitation, sampling=options.sampling),
                 roots=[Path(r) for r in roots],
+                logins=login_store_for(options.state),
             )
             tools += server_tools
             tools = namespace_clashes(tools, mcp_json_servers(manifest.mcp_servers))
@@ -795,6 +799,7 @@ async def _build_servers(
     on_tools_changed: Callable[[McpServer], Awaitable[None]] | None,
     handlers: McpHandlers | None = None,
     roots: Sequence[Path] = (),
+    logins: LoginStore | None = None,
 ) -> list[Tool]:
     from .mcp.server import connect_all
     from .sources.mcp import open_servers
@@ -812,6 +817,7 @@ async def _build_servers(
         on_tools_changed=on_tools_changed,
         handlers=handlers,
         roots=roots,
+        logins=logins,
     )
     if issues.items or not connect:
         return []

@@ -28,6 +28,7 @@ from .errors import (
     InstallError,
     ManifestError,
     SourceError,
+    StateUnavailable,
     ToolError,
     ToolnexusError,
 )
@@ -211,9 +212,18 @@ def _parser() -> argparse.ArgumentParser:
         "shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh, fish"
     )
     for name, what in (("login", "log in to an OAuth MCP server"), ("logout", "forget a login")):
-        p = sub.add_parser(name, help=f"{what} (tokens live in the user's config folder)")
+        p = sub.add_parser(
+            name, help=f"{what} (in the user's token file, or the toolkit's shared state store)"
+        )
         p.add_argument("server", metavar="SERVER", help="a name under mcp_servers:, or a URL")
         p.add_argument("-m", "--manifest", type=Path, default=Path("tools.yaml"), metavar="FILE")
+        p.add_argument(
+            "--state",
+            metavar="URL",
+            help="the shared state store whose toolkits use this login: redis://HOST:PORT/DB "
+            "(default: the manifest's serve: {state: ...}, else $TOOLNEXUS_STATE_URL, else "
+            "the user's token file; memory:// for the file)",
+        )
     return parser
 
 
@@ -834,10 +844,34 @@ def _cmd_login(args: argparse.Namespace) -> int:
     if not args.server.startswith(("http://", "https://")):
         _require_file(args.manifest)
     name, url, settings = find_server(args.manifest, args.server)
-    if args.command == "logout":
-        sys.stdout.write(logout(name, url) + "\n")
-        return EXIT_OK
-    sys.stdout.write(asyncio.run(login(name, url, settings, out=sys.stdout)) + "\n")
+    state = args.state
+    if state is None and not args.server.startswith(("http://", "https://")):
+        from .manifest import load_manifest
+
+        state = load_manifest(args.manifest).serve_state
+    # Where the manifest's served toolkit reads its logins: its shared state store, if any.
+    from .state import open_state, state_url_from_env
+
+    backend = open_state(state or state_url_from_env())
+
+    async def run() -> str:
+        from .mcp.tokens import login_store_for
+
+        store = login_store_for(backend)
+        try:
+            if args.command == "logout":
+                return await logout(name, url, store=store)
+            return await login(name, url, settings, out=sys.stdout, store=store)
+        finally:
+            await backend.aclose()
+
+    try:
+        said = asyncio.run(run())
+    except StateUnavailable as exc:
+        raise CliError(
+            str(exc), hint="Start that Redis, or pass --state for another store."
+        ) from None
+    sys.stdout.write(said + "\n")
     return EXIT_OK
 
 

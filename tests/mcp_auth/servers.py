@@ -13,7 +13,9 @@ refresh, and client credentials for the client `robot` / `s3cret`.
 The tool `admin_op` needs the scope `admin` on top of `mcp`: calling it with less answers 403
 `insufficient_scope`, the step-up challenge. `/test/state` and `/test/revoke` on the
 authorization server let tests look and break things; `/test/expire` ends every access token
-(refresh tokens stay good).
+(refresh tokens stay good); `/test/slow-refresh?seconds=S` makes each refresh answer S seconds
+after its refresh token was spent (the window in which a second client holding that token
+would spend it too), and `counts.refresh_tries` counts refreshes asked for, refused or not.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ state: dict[str, Any] = {
     "access": {},  # token -> {client_id, scopes, expires_at}
     "refresh": {},  # token -> {client_id, scopes}
     "counts": {"register": 0, "authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0,
-               "confidential": 0, "private_key_jwt": 0},
+               "confidential": 0, "private_key_jwt": 0, "refresh_tries": 0},
     "authorize_client_ids": [],
+    "refresh_delay": 0.0,
 }
 
 
@@ -171,9 +174,11 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
             issued = _issue(grant_record["client_id"], grant_record["scopes"], ttl, refresh=True)
             return JSONResponse(issued)
         if grant == "refresh_token":
+            state["counts"]["refresh_tries"] += 1
             old = state["refresh"].pop(str(form.get("refresh_token")), None)
             if old is None:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            await asyncio.sleep(state["refresh_delay"])
             state["counts"]["refresh"] += 1
             return JSONResponse(_issue(old["client_id"], old["scopes"], ttl, refresh=True))
         if grant == "client_credentials" and form.get("client_assertion_type") == JWT_BEARER:
@@ -224,6 +229,10 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
         state["refresh"].clear()
         return JSONResponse({"revoked": True})
 
+    async def slow_refresh(request: Request) -> Response:
+        state["refresh_delay"] = float(request.query_params["seconds"])
+        return JSONResponse({"refresh_delay": state["refresh_delay"]})
+
     async def expire(request: Request) -> Response:
         for found in state["access"].values():
             found["expires_at"] = 0
@@ -232,6 +241,7 @@ def authorization_server(issuer: str, ttl: int) -> Starlette:
     return Starlette(
         routes=[
             Route("/test/expire", expire, methods=["POST"]),
+            Route("/test/slow-refresh", slow_refresh, methods=["POST"]),
             Route("/test/client-key", client_key),
             Route("/.well-known/oauth-authorization-server", metadata),
             Route("/register", register, methods=["POST"]),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import threading
@@ -200,14 +201,14 @@ def test_a_refused_refresh_keeps_tokens_another_process_saved(tmp_path: Path) ->
     held = OAuthToken(access_token="a1", refresh_token="r1")
     newer = {"access_token": "a2", "refresh_token": "r2", "token_type": "Bearer"}
     store.update(URL, lambda r: r.update(tokens=newer, expires_at=123.0))
-    assert login.newer(held) == {"tokens": newer, "expires_at": 123.0}
-    found = login.refresh_refused(held)
+    assert asyncio.run(login.newer(held)) == {"tokens": newer, "expires_at": 123.0}
+    found = asyncio.run(login.refresh_refused(held))
     assert found is not None and found["tokens"] == newer
     assert store.get(URL) == {"tokens": newer, "expires_at": 123.0}  # not wiped
 
     same = OAuthToken(access_token="a2", refresh_token="r2")
-    assert login.newer(same) is None
-    assert login.refresh_refused(same) is None
+    assert asyncio.run(login.newer(same)) is None
+    assert asyncio.run(login.refresh_refused(same)) is None
     assert store.get(URL) == {"tokens": None, "expires_at": 123.0, "expired": True}
 
 

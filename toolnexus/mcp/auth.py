@@ -8,10 +8,15 @@ metadata document, authorization code with PKCE, refresh, and the scope union of
 module adds is what a library that runs agents without a person at the keyboard needs and the
 SDK leaves to its caller:
 
-- `_StoredLogin`, the SDK's `TokenStorage` over the user's token file (`toolnexus.mcp.tokens`),
-  which also keeps the absolute expiry and the discovered metadata: the SDK forgets both between
+- `_StoredLogin`, the SDK's `TokenStorage` over a `LoginStore` (`toolnexus.mcp.tokens`: the
+  user's token file, or the toolkit's shared state store when replicas share one), which also
+  keeps the absolute expiry and the discovered metadata: the SDK forgets both between
   processes, so a fresh process would send an expired token first and refresh against a guessed
   `/token` on the MCP server's own host.
+- Refresh tokens rotate, and the store is shared (by a person's processes, or by replicas): a
+  refresh is made under the store's hold (`LoginStore.hold_refresh`) and only when the store
+  still holds the tokens this process holds; else the newer tokens are taken. A refused refresh
+  ends the login only if the store still holds the refused tokens.
 - `_UserLogin`, the provider for `auth: oauth`. Run by `create_toolkit` it never starts a
   browser flow: a 401 or an `insufficient_scope` 403 on a request is handed back as it is (the
   transport turns it into an error for that request; the connection stays usable), after one
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
-from .tokens import TokenStore
+from .tokens import LoginStore, TokenStore, Unlock
 
 if TYPE_CHECKING:
     import httpx2
@@ -280,23 +285,23 @@ def describe_flow_error(server: str, settings: AuthSettings, exc: BaseException)
     return f"OAuth for '{server}' failed ({exc}); run `toolnexus login {server}`"
 
 
-# -- the token file as the SDK's TokenStorage -------------------------------------------------
+# -- the login store as the SDK's TokenStorage ------------------------------------------------
 
 
 class _StoredLogin:
-    """The SDK's `TokenStorage` for one server, over the user's token file."""
+    """The SDK's `TokenStorage` for one server, over a `LoginStore`."""
 
-    def __init__(self, store: TokenStore, url: str) -> None:
+    def __init__(self, store: LoginStore, url: str) -> None:
         self.store = store
         self.url = url
 
-    def record(self) -> dict[str, Any]:
-        return self.store.get(self.url) or {}
+    async def record(self) -> dict[str, Any]:
+        return await self.store.aget(self.url) or {}
 
     async def get_tokens(self) -> OAuthToken | None:
         from mcp.shared.auth import OAuthToken
 
-        raw = self.record().get("tokens")
+        raw = (await self.record()).get("tokens")
         return OAuthToken.model_validate(raw) if raw else None
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
@@ -311,19 +316,19 @@ class _StoredLogin:
             if wanted and set(wanted.split()) <= set((tokens.scope or "").split()):
                 record.pop("wanted_scope")
 
-        self.store.update(self.url, change)
+        await self.store.aupdate(self.url, change)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         from mcp.shared.auth import OAuthClientInformationFull
 
-        raw = self.record().get("client")
+        raw = (await self.record()).get("client")
         return OAuthClientInformationFull.model_validate(raw) if raw else None
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         dumped = client_info.model_dump(mode="json", exclude_none=True)
-        self.store.update(self.url, lambda record: record.__setitem__("client", dumped))
+        await self.store.aupdate(self.url, lambda record: record.__setitem__("client", dumped))
 
-    def save_metadata(self, context: Any) -> None:
+    async def save_metadata(self, context: Any) -> None:
         """Keep what discovery found, so a later process refreshes at the real endpoint."""
         found: dict[str, Any] = {}
         if context.oauth_metadata is not None:
@@ -336,31 +341,34 @@ class _StoredLogin:
             )
         if context.auth_server_url is not None:
             found["auth_server"] = context.auth_server_url
-        if found and any(self.record().get(k) != v for k, v in found.items()):
-            self.store.update(self.url, lambda record: record.update(found))
+        stored = await self.record() if found else {}
+        if found and any(stored.get(k) != v for k, v in found.items()):
+            await self.store.aupdate(self.url, lambda record: record.update(found))
 
-    def mark(self, **values: Any) -> None:
-        self.store.update(self.url, lambda record: record.update(values))
+    async def mark(self, **values: Any) -> None:
+        await self.store.aupdate(self.url, lambda record: record.update(values))
 
-    def newer(self, held: OAuthToken | None) -> dict[str, Any] | None:
+    async def newer(self, held: OAuthToken | None) -> dict[str, Any] | None:
         """The record, when its tokens are not those `held`: another process (a running
-        toolkit, `toolnexus login`) has refreshed or logged in since they were read."""
-        record = self.record()
+        toolkit, another replica, `toolnexus login`) has refreshed or logged in since they
+        were read."""
+        record = await self.record()
         return record if _other_tokens(record, held) else None
 
-    def refresh_refused(self, held: OAuthToken | None) -> dict[str, Any] | None:
+    async def refresh_refused(self, held: OAuthToken | None) -> dict[str, Any] | None:
         """The refresh of `held` was refused: mark the login expired, unless the file holds
         newer tokens by now (refresh tokens rotate, so another process's refresh kills the one
         this process holds); then leave them and return the record."""
         found: dict[str, Any] = {}
 
         def change(record: dict[str, Any]) -> None:
+            found.clear()  # a shared store may run this again, on what another replica wrote
             if _other_tokens(record, held):
                 found.update(record)
             else:
                 record.update(expired=True, tokens=None)
 
-        self.store.update(self.url, change)
+        await self.store.aupdate(self.url, change)
         return found or None
 
 
@@ -460,7 +468,7 @@ def _user_login_class() -> type[Any]:
 
         async def _initialize(self) -> None:
             await super()._initialize()
-            record = self._storage.record()
+            record = await self._storage.record()
             context = self.context
             if self._browser is not None:
                 # `toolnexus login`: a fresh authorization whatever is stored (which stays until
@@ -509,7 +517,7 @@ def _user_login_class() -> type[Any]:
             # Scopes the manifest asks for, and those a refused step-up recorded, join the
             # scopes the server's challenge named.
             context = self.context
-            wanted = self._storage.record().get("wanted_scope")
+            wanted = (await self._storage.record()).get("wanted_scope")
             scope = union_scopes(context.client_metadata.scope, " ".join(self._settings.scopes))
             context.client_metadata.scope = union_scopes(scope, wanted)
             return await super()._perform_authorization()
@@ -529,26 +537,49 @@ def _user_login_class() -> type[Any]:
                 # About to refresh: another process may have done it already, and spending
                 # the refresh token it replaced would fail (and, with reuse detection, end
                 # the login for both).
-                self._adopt(self._storage.newer(self.context.current_tokens))
+                self._adopt(await self._storage.newer(self.context.current_tokens))
             flow = super()._auth_flow(request)
             refresh_failed = False
             retried = False
             adopted = False
+            looked = False
+            unlock: Unlock | None = None
+
+            async def release() -> None:
+                nonlocal unlock
+                if unlock is not None:
+                    done, unlock = unlock, None
+                    await done()
+
             try:
                 outgoing = await flow.__anext__()
                 while True:
+                    if _is_refresh(outgoing) and unlock is None:
+                        # About to spend the refresh token: under the store's hold, and only
+                        # when nobody (another replica, process or login) has refreshed since
+                        # this process read the tokens; else theirs, and the request again.
+                        unlock = await self._storage.store.hold_refresh(self._storage.url)
+                        newer = await self._storage.newer(self.context.current_tokens)
+                        if newer is not None and not looked:
+                            looked = True  # once: a store that keeps changing cannot loop
+                            await release()
+                            await flow.aclose()
+                            self._adopt(newer)
+                            flow = super()._auth_flow(request)
+                            outgoing = await flow.__anext__()
+                            continue
                     response = yield outgoing
                     if outgoing is request:
                         challenge = _challenge(response, extract_field_from_www_auth)
                         if challenge is None:
                             self._on_problem(None)
-                            if not self._metadata_saved:  # once: it costs a read of the file
+                            if not self._metadata_saved:  # once: it costs a read of the store
                                 self._metadata_saved = True
-                                self._storage.save_metadata(self.context)
+                                await self._storage.save_metadata(self.context)
                         elif self._browser is None:
                             newer = None
                             if not retried:
-                                newer = self._storage.newer(self.context.current_tokens)
+                                newer = await self._storage.newer(self.context.current_tokens)
                             if challenge == 403 and newer is not None:
                                 # A scope step-up: a login since (`toolnexus login`, in another
                                 # process) may have granted the scope. Its tokens, then the
@@ -570,7 +601,7 @@ def _user_login_class() -> type[Any]:
                                 flow = super()._auth_flow(request)
                                 outgoing = await flow.__anext__()
                                 continue
-                            self._refused(response, challenge, refresh_failed)
+                            await self._refused(response, challenge, refresh_failed)
                             return
                     elif (
                         self._legacy_issuer is None
@@ -593,18 +624,25 @@ def _user_login_class() -> type[Any]:
                     elif _is_refresh(outgoing):
                         refresh_failed = response.status_code != 200
                         if refresh_failed:
-                            newer = self._storage.refresh_refused(self.context.current_tokens)
+                            newer = await self._storage.refresh_refused(self.context.current_tokens)
                             if newer is not None and not adopted:
                                 adopted = True  # once: a file that keeps changing cannot loop
+                                await release()
                                 await flow.aclose()
                                 self._adopt(newer)
                                 flow = super()._auth_flow(request)
                                 outgoing = await flow.__anext__()
                                 continue
+                        # The SDK saves the new tokens as it takes this answer: then the
+                        # others may look.
+                        outgoing = await flow.asend(response)
+                        await release()
+                        continue
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 return
             finally:
+                await release()
                 await flow.aclose()
 
         def _adopt(self, record: Mapping[str, Any] | None) -> bool:
@@ -622,14 +660,16 @@ def _user_login_class() -> type[Any]:
             tokens = self.context.current_tokens
             return bool(tokens and tokens.refresh_token and self.context.client_info)
 
-        def _refused(self, response: httpx2.Response, challenge: int, refresh_failed: bool) -> None:
+        async def _refused(
+            self, response: httpx2.Response, challenge: int, refresh_failed: bool
+        ) -> None:
             if challenge == 403:
                 scope = extract_field_from_www_auth(response, "scope")
                 granted = self.context.current_tokens.scope if self.context.current_tokens else None
-                self._storage.mark(wanted_scope=union_scopes(granted, scope))
+                await self._storage.mark(wanted_scope=union_scopes(granted, scope))
                 problem = LoginProblem(kind="insufficient_scope", status=403, scope=scope)
             else:
-                record = self._storage.record()
+                record = await self._storage.record()
                 had = refresh_failed or record.get("expired") or record.get("tokens")
                 problem = LoginProblem(kind="expired" if had else "missing", status=401)
             self._on_problem(problem)
@@ -708,10 +748,11 @@ def make_auth(
     settings: AuthSettings,
     *,
     on_problem: ProblemCallback,
-    store: TokenStore | None = None,
+    store: LoginStore | None = None,
 ) -> httpx2.Auth:
     """The `httpx2.Auth` of a server's connection, for `create_toolkit`: it never opens a
-    browser; what stops it is reported to `on_problem` (None once a request succeeds)."""
+    browser; what stops it is reported to `on_problem` (None once a request succeeds). Logins
+    come from `store`: the toolkit's (`tokens.login_store_for`), else the user's file."""
     if settings.grant == "client_credentials":
         return _client_credentials(url, settings)
     storage = _StoredLogin(store or TokenStore(), url)

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, SourceError
 from .auth import AuthSettings, _Browser, _StoredLogin, _user_login_class
-from .tokens import TokenStore
+from .tokens import LoginStore, TokenStore
 
 if TYPE_CHECKING:
     import httpx2
@@ -46,10 +46,11 @@ async def login(
     *,
     out: TextIO,
     open_browser: Opener | None = None,
-    store: TokenStore | None = None,
+    store: LoginStore | None = None,
     timeout: float = LOGIN_TIMEOUT,
 ) -> str:
-    """Log in to the MCP server at `url` through the browser and store the tokens.
+    """Log in to the MCP server at `url` through the browser and store the tokens (in `store`:
+    the user's token file by default, or a shared state store, `tokens.login_store_for`).
 
     The authorization page is opened with `open_browser` (the system browser by default) and
     its URL is always printed to `out`; the answer comes back to a listener on 127.0.0.1.
@@ -66,8 +67,9 @@ async def login(
         return f"'{server}' uses client credentials: no login needed, nothing was stored"
     store = store or TokenStore()
     storage = _StoredLogin(store, url)
-    record = storage.record()
+    record = await storage.record()
     wanted_port = _registered_port(record.get("client"))
+
     def report(peer: str) -> None:
         out.write(
             f"warning: refused an answer on the login listener (from {peer}) that is not for "
@@ -116,19 +118,19 @@ async def login(
             on_problem=lambda problem: None,
         )
         tools = await _handshake(server, url, auth)
-    saved = storage.record().get("tokens")
+    saved = (await storage.record()).get("tokens")
     granted = (await storage.get_tokens()) if saved and saved != record.get("tokens") else None
     if granted is None:
         raise SourceError(f"the login to '{server}' finished without tokens")
     scopes = f" (scopes: {granted.scope})" if granted.scope else ""
-    return f"logged in to '{server}'{scopes}; {tools} tools; tokens saved in {store.path}"
+    return f"logged in to '{server}'{scopes}; {tools} tools; tokens saved in {store.where}"
 
 
-def logout(server: str, url: str, *, store: TokenStore | None = None) -> str:
+async def logout(server: str, url: str, *, store: LoginStore | None = None) -> str:
     """Forget the stored login of the server at `url`."""
     store = store or TokenStore()
-    if store.remove(url):
-        return f"logged out of '{server}' (its tokens were removed from {store.path})"
+    if await store.aremove(url):
+        return f"logged out of '{server}' (its tokens were removed from {store.where})"
     return f"no login stored for '{server}'"
 
 

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from mcp.client.session import MessageHandlerFnT
 
     from ..runtime.sandbox import SandboxPolicy
+    from .tokens import LoginStore
 
 __all__ = [
     "McpServer",
@@ -301,6 +302,7 @@ class McpServer:
         on_tools_changed: ToolsChangedCallback | None = None,
         handlers: McpHandlers | None = None,
         roots: Sequence[Path] = (),
+        logins: LoginStore | None = None,
     ) -> None:
         """Prepare the connection; nothing runs until `start()`.
 
@@ -314,6 +316,8 @@ class McpServer:
             handlers: the application's elicitation and sampling handlers; a capability is
                 declared to the server only when its handler is given.
             roots: folders offered to the server on `roots/list` (after the workspace).
+            logins: where `auth: oauth` keeps its login (the toolkit's shared state store);
+                None: the user's token file.
         """
         self.spec = spec
         self.handlers = handlers or McpHandlers()
@@ -323,6 +327,7 @@ class McpServer:
         """The server's tool names whose `execution.taskSupport` is given, with its value."""
         self.sandbox = sandbox if spec.transport == "stdio" else None
         self.workspace = workspace
+        self.logins = logins
         self.on_tools_changed = on_tools_changed
         self._state = McpServerState.NEW
         self._reason: str | None = None
@@ -550,7 +555,7 @@ class McpServer:
             if spec.auth is not None:
                 from .auth import make_auth
 
-                auth = make_auth(spec.url, spec.auth, on_problem=self._set_login)
+                auth = make_auth(spec.url, spec.auth, on_problem=self._set_login, store=self.logins)
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
                     auth=auth,

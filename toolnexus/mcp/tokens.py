@@ -17,10 +17,17 @@ the server (its protected-resource and authorization-server documents), so that 
 fresh process goes to the real token endpoint. The keyring is not used: it would be one more
 dependency with a daemon behind it that headless machines lack, and it would only hold what the
 0600 file already protects from other users.
+
+A toolkit whose state is shared (`state="redis://..."`, `serve --state`, the manifest's
+`serve: {state: ...}`, `TOOLNEXUS_STATE_URL`) keeps its logins in that store instead
+(`SharedTokenStore`), so every replica uses one login and sees the others' refreshes: a file per
+replica would have each spend the refresh token the others replaced. `login_store_for` chooses;
+`LoginStore` is what both offer the OAuth flow (`mcp.auth`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -29,14 +36,75 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StateUnavailable
 
-__all__ = ["TokenStore", "server_key", "token_store_path"]
+if TYPE_CHECKING:
+    from ..state import StateBackend
+
+__all__ = [
+    "LoginStore",
+    "SharedTokenStore",
+    "TokenStore",
+    "login_store_for",
+    "server_key",
+    "token_store_path",
+]
+
+Unlock = Callable[[], Awaitable[None]]
+"""Ends a hold taken with `LoginStore.hold_refresh` (safe to call twice)."""
+
+REFRESH_HOLD_S = 30.0
+"""How long one replica may hold a server's refresh in a shared store before another may take
+it (a replica that died while refreshing must not stop the others for longer)."""
+
+
+class LoginStore(Protocol):
+    """Where the OAuth flow of `auth: oauth` keeps the records of `TokenStore`: the user's file,
+    or the toolkit's shared state store. Each method reads the store afresh."""
+
+    @property
+    def where(self) -> str:
+        """The store, in words, for messages ("tokens saved in ...")."""
+        ...
+
+    async def aget(self, url: str) -> dict[str, Any] | None:
+        """The record of the server at `url`, or None."""
+        ...
+
+    async def aupdate(self, url: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply `change` to the record (created empty when missing) as one atomic step, and
+        return the record written. `change` may run more than once (a shared store retries it
+        on what another writer wrote meanwhile), so it must only change the record."""
+        ...
+
+    async def aremove(self, url: str) -> bool:
+        """Forget the server's login; True when there was one."""
+        ...
+
+    async def hold_refresh(self, url: str) -> Unlock:
+        """Wait until no other holder refreshes the server's tokens, and hold that until the
+        returned function is awaited: the holder reads the record again and refreshes only if
+        nobody else did, so refresh tokens that rotate are spent once."""
+        ...
+
+
+def login_store_for(state: StateBackend | None) -> LoginStore:
+    """The logins of a toolkit whose state store is `state`: the user's token file for the
+    in-process store (or none), else that shared store."""
+    if state is None or state.url == "memory://":
+        return TokenStore()
+    return SharedTokenStore(state)
+
+
+async def _no_hold() -> None:
+    return None
+
 
 _FILE = "tokens.json"
 
@@ -91,8 +159,9 @@ class TokenStore:
         """The URLs that have a record, sorted."""
         return sorted(self._read())
 
-    def update(self, url: str, change: Callable[[dict[str, Any]], None]) -> None:
-        """Apply `change` to the server's record (created empty when missing) and save."""
+    def update(self, url: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply `change` to the server's record (created empty when missing), save, and return
+        the record saved."""
         with self._locked():
             data = self._read()
             record = data.get(server_key(url))
@@ -100,6 +169,7 @@ class TokenStore:
             change(record)
             data[server_key(url)] = record
             self._write(data)
+            return dict(record)
 
     def remove(self, url: str) -> bool:
         """Forget the server's login, and any copy of the store a crash left; True when there
@@ -111,6 +181,27 @@ class TokenStore:
                 return False
             self._write(data)
             return True
+
+    # -- as a LoginStore (a local file: read and written in place, it takes microseconds) ----
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    async def aget(self, url: str) -> dict[str, Any] | None:
+        return self.get(url)
+
+    async def aupdate(self, url: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        return self.update(url, change)
+
+    async def aremove(self, url: str) -> bool:
+        return self.remove(url)
+
+    async def hold_refresh(self, url: str) -> Unlock:
+        """Nothing is held: processes sharing the file read it again before a refresh and
+        after a refused one (`mcp.auth`), which covers one person's processes on one machine;
+        replicas share a state store, which holds."""
+        return _no_hold
 
     # -- the file ----------------------------------------------------------------------------
 
@@ -225,3 +316,101 @@ class TokenStore:
             yield
         finally:
             os.close(lock)
+
+
+class SharedTokenStore:
+    """Logins in a shared state store (Redis): one record per server URL, under the key
+    `oauth:<server key>`, written by compare-and-set (`StateBackend.update`), with a hold of
+    `REFRESH_HOLD_S` seconds around each refresh so two replicas never spend one refresh token.
+
+    The records hold bearer tokens as the file does: the store must be as private as the file
+    (a password, TLS, a network only the replicas reach). A store that does not answer is an
+    error naming it (`StateUnavailable`), never a fall back to the file: a replica that refreshed
+    into its own file would spend the refresh token every other replica holds.
+    """
+
+    def __init__(self, state: StateBackend) -> None:
+        self.state = state
+
+    @property
+    def where(self) -> str:
+        return f"the shared state store {self.state.url}"
+
+    def _key(self, url: str) -> str:
+        return "oauth:" + server_key(url)
+
+    def _unavailable(self, url: str, exc: StateUnavailable) -> StateUnavailable:
+        return StateUnavailable(f"the OAuth token store for {server_key(url)} failed: {exc}")
+
+    async def aget(self, url: str) -> dict[str, Any] | None:
+        try:
+            raw = await self.state.get(self._key(url))
+        except StateUnavailable as exc:
+            raise self._unavailable(url, exc) from exc
+        return None if raw is None else _decoded(raw)
+
+    async def aupdate(self, url: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        written: dict[str, Any] = {}
+
+        def apply(raw: bytes | None) -> bytes:
+            record = {} if raw is None else _decoded(raw)
+            change(record)
+            written.clear()
+            written.update(record)
+            return json.dumps(record, sort_keys=True).encode()
+
+        try:
+            await self.state.update(self._key(url), apply)
+        except StateUnavailable as exc:
+            raise self._unavailable(url, exc) from exc
+        return dict(written)
+
+    async def aremove(self, url: str) -> bool:
+        had: list[bool] = []
+
+        def apply(raw: bytes | None) -> None:
+            had[:] = [raw is not None]
+
+        try:
+            await self.state.update(self._key(url), apply)
+        except StateUnavailable as exc:
+            raise self._unavailable(url, exc) from exc
+        return bool(had and had[0])
+
+    async def hold_refresh(self, url: str) -> Unlock:
+        key = "oauth-refresh:" + server_key(url)
+        mine = secrets.token_hex(16).encode()
+        deadline = time.monotonic() + REFRESH_HOLD_S + 5.0
+        delay = 0.005
+        try:
+            # Taken when free (the key is absent or expired), else left as it is: the holder
+            # finishes within REFRESH_HOLD_S or its hold expires.
+            while await self.state.update(key, lambda v: v or mine, ttl=REFRESH_HOLD_S) != mine:
+                if time.monotonic() > deadline:
+                    raise StateUnavailable(
+                        f"another replica has held the refresh of {server_key(url)} for over "
+                        f"{REFRESH_HOLD_S:g} s (its hold does not expire: check the store's clock)"
+                    )
+                await asyncio.sleep(delay)  # polling: a refresh takes one token request
+                delay = min(delay * 2, 0.1)
+        except StateUnavailable as exc:
+            raise self._unavailable(url, exc) from exc
+        released = False
+
+        async def unlock() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            with contextlib.suppress(StateUnavailable):  # its expiry frees it anyway
+                await self.state.update(key, lambda v: None if v == mine else v)
+
+        return unlock
+
+
+def _decoded(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}  # a damaged record holds nothing usable; the next login rewrites it
+    return data if isinstance(data, dict) else {}

@@ -23,6 +23,7 @@ from ..mcp.spec import McpServerSpec
 if TYPE_CHECKING:
     from ..manifest import ServerDecl
     from ..mcp.callbacks import McpHandlers
+    from ..mcp.tokens import LoginStore
 
 __all__ = ["open_servers"]
 
@@ -41,6 +42,7 @@ def open_servers(
     on_tools_changed: Callable[[McpServer], Awaitable[None]] | None,
     handlers: McpHandlers | None,
     roots: Sequence[Path],
+    logins: LoginStore | None = None,
 ) -> None:
     """Fill `servers` and `server_decls` (keyed by spec and sandbox) with a server for each
     entry of `decls`: adopted from `previous` (its key added to `adopted`) or made anew and not
@@ -92,6 +94,7 @@ def open_servers(
                 on_tools_changed=on_tools_changed,
                 handlers=handlers,
                 roots=roots,
+                logins=logins,
             )
             fresh.append(server)
         servers[key] = server

@@ -12,6 +12,7 @@ counting in-process: N replicas counting alone let N times the limit through.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError
@@ -63,6 +64,27 @@ class StateBackend(Protocol):
 
     async def delete(self, key: str) -> None:
         """Forget `key` (nothing happens when it is not there)."""
+        ...
+
+    async def update(
+        self, key: str, change: Callable[[bytes | None], bytes | None], *, ttl: float | None = None
+    ) -> bytes | None:
+        """Read, change and write `key` as one step: `change` gets the value stored (None:
+        none) and returns the new one (None: delete the key; the value it got: write nothing,
+        so an expiry set earlier stands). When another writer changed the key in between, the
+        value is read again and `change` runs again, so it must have no other effects. What
+        the OAuth token store needs: a refresh on one replica and a revocation seen on another
+        must not overwrite each other.
+
+        Args:
+            ttl: seconds the written value lives; None: until it is changed or deleted.
+
+        Returns:
+            The value stored afterwards.
+
+        Raises:
+            StateUnavailable: the store did not answer, or the key kept changing.
+        """
         ...
 
     async def claim(self, key: str, *, ttl: float) -> bool:

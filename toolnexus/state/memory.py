@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 __all__ = ["MemoryState"]
 
@@ -64,6 +66,17 @@ class MemoryState:
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
+
+    async def update(
+        self, key: str, change: Callable[[bytes | None], bytes | None], *, ttl: float | None = None
+    ) -> bytes | None:
+        old = await self.get(key)
+        new = change(old)  # no await in between: nothing else runs on this loop meanwhile
+        if new is None:
+            await self.delete(key)
+        elif new is not old and new != old:
+            await self.put(key, new, ttl=math.inf if ttl is None else ttl)
+        return new
 
     async def claim(self, key: str, *, ttl: float) -> bool:
         now = time.monotonic()

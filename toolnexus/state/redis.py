@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,6 +25,9 @@ CONNECT_TIMEOUT_S = 1.0
 `?socket_connect_timeout=` overrides it)."""
 COMMAND_TIMEOUT_S = 2.0
 """How long one command may take (`?socket_timeout=` overrides it)."""
+UPDATE_TRIES = 100
+"""Times `update` reads a key again after another writer changed it before giving up: a key
+that changes this often is not a token record but a fault."""
 
 _RESERVE = """
 -- One reservation of the generic cell rate algorithm, in one round trip and atomic (a script
@@ -151,6 +156,45 @@ class RedisState:
             await self._redis().delete(self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
+
+    async def update(
+        self, key: str, change: Callable[[bytes | None], bytes | None], *, ttl: float | None = None
+    ) -> bytes | None:
+        from redis.exceptions import RedisError, WatchError
+
+        name = self.prefix + key
+        try:
+            # WATCH, GET, then MULTI/SET/EXEC: the transaction is refused (WatchError) when
+            # another client wrote the key after the WATCH, and the change is made again on
+            # what that client wrote. Optimistic: no lock held while `change` runs.
+            async with self._redis().pipeline(transaction=True) as pipe:
+                for tries in range(UPDATE_TRIES):
+                    try:
+                        await pipe.watch(name)
+                        old: bytes | None = await pipe.get(name)  # type: ignore[assignment]
+                        new = change(old)
+                        if new is not None and new == old:
+                            await pipe.unwatch()
+                            return old
+                        pipe.multi()
+                        if new is None:
+                            pipe.delete(name)
+                        elif ttl is None:
+                            pipe.set(name, new)
+                        else:
+                            pipe.set(name, new, px=max(1, math.ceil(ttl * 1000)))
+                        await pipe.execute()
+                        return new
+                    except WatchError:
+                        # Lost the race: a random pause, growing, so that writers who lost
+                        # together do not meet again at once.
+                        await asyncio.sleep(random.uniform(0, 0.001 * min(tries + 1, 20)))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        raise StateUnavailable(
+            f"redis at {self._where}: the key {name!r} changed {UPDATE_TRIES} times while it "
+            "was being updated; nothing was written"
+        )
 
     async def claim(self, key: str, *, ttl: float) -> bool:
         from redis.exceptions import RedisError
