@@ -6,17 +6,17 @@ redis-py (the `redis` extra) is imported here only, so `import toolnexus` never 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from ..errors import StateUnavailable, UsageError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
-    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisState"]
 
@@ -24,7 +24,11 @@ CONNECT_TIMEOUT_S = 1.0
 """How long to wait for a connection: an unreachable Redis fails the call quickly (a URL's
 `?socket_connect_timeout=` overrides it)."""
 COMMAND_TIMEOUT_S = 2.0
-"""How long one command may take (`?socket_timeout=` overrides it)."""
+"""How long one command may take (`?socket_timeout=` overrides it). Kept by `asyncio.timeout`
+around each call, not by redis-py's socket timeout: with that set, redis-py sends every command
+through `asyncio.wait_for`, a task of its own per command on Python 3.11."""
+UPDATE_TIMEOUT_S = 10.0
+"""How long one `update` may take, its retries included."""
 UPDATE_TRIES = 100
 """Times `update` reads a key again after another writer changed it before giving up: a key
 that changes this often is not a token record but a fault."""
@@ -76,8 +80,11 @@ class RedisState:
         self.prefix = prefix
         self._client: Redis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reserve: AsyncScript | None = None
+        self._sha = hashlib.sha1(_RESERVE.encode()).hexdigest()
+        """The reservation script's SHA1, as EVALSHA names it."""
         self._where = _where(url)
+        given = parse_qs(urlsplit(url).query).get("socket_timeout")
+        self._timeout = float(given[0]) if given else COMMAND_TIMEOUT_S
         _import_redis()  # a missing extra fails when the store is chosen, not on the first call
 
     @property
@@ -102,14 +109,49 @@ class RedisState:
             client: Redis = aioredis.Redis.from_url(
                 self._url,
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
-                socket_timeout=COMMAND_TIMEOUT_S,
+                socket_timeout=None,  # each call has a deadline of its own: `_deadline`
                 # One retry: a pooled connection broken by a Redis restart is replaced at once,
                 # while a Redis that is down fails the call after one short attempt more.
                 retry=Retry(NoBackoff(), 1),
             )
-            self._reserve = client.register_script(_RESERVE)
             self._client = client
         return self._client
+
+    def _deadline(self) -> asyncio.Timeout:
+        return asyncio.timeout(self._timeout)
+
+    async def _command(self, *command: Any) -> Any:
+        """One command on a pooled connection: packed, sent, its reply read, the connection
+        given back. The hot path of `reserve`, once per rate-limited call: redis-py's
+        `execute_command` (with a script object, retries and its checks) spent twice the CPU
+        of this on the same round trip. A pooled connection that broke (a Redis restart) is
+        replaced once, as the client's own retry would.
+
+        Raises:
+            RedisError, OSError: as redis-py raises them (an error reply included).
+        """
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import ResponseError
+
+        pool = self._redis().connection_pool
+        for attempt in (1, 2):
+            conn = await pool.get_connection()
+            try:
+                async with self._deadline():
+                    await conn.send_packed_command(conn.pack_command(*command), check_health=False)
+                    return await conn.read_response()
+            except ResponseError:
+                raise  # an error reply: the connection is in step, and stays in the pool
+            except RedisConnectionError:
+                await conn.disconnect()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                await conn.disconnect()  # a reply may still come on it: never reuse it
+                raise
+            finally:
+                await pool.release(conn)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         reason = str(exc) or type(exc).__name__
@@ -118,15 +160,15 @@ class RedisState:
     async def reserve(
         self, key: str, *, interval: float, burst: int, max_wait: float | None
     ) -> tuple[bool, float]:
-        from redis.exceptions import RedisError
+        from redis.exceptions import NoScriptError, RedisError
 
-        self._redis()
-        assert self._reserve is not None
         limit = -1 if max_wait is None else round(max_wait * 1e6)
+        args = (1, self.prefix + key, round(interval * 1e6), burst, limit)
         try:
-            wait: Any = await self._reserve(
-                keys=[self.prefix + key], args=[round(interval * 1e6), burst, limit]
-            )
+            try:
+                wait: Any = await self._command("EVALSHA", self._sha, *args)
+            except NoScriptError:  # a new or flushed Redis: EVAL runs it and caches it
+                wait = await self._command("EVAL", _RESERVE, *args)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
         micros = int(wait)
@@ -136,7 +178,8 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            value = await self._redis().get(self.prefix + key)
+            async with self._deadline():
+                value = await self._redis().get(self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
         return value.encode() if isinstance(value, str) else value
@@ -145,7 +188,8 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            await self._redis().set(self.prefix + key, value, px=max(1, round(ttl * 1000)))
+            async with self._deadline():
+                await self._redis().set(self.prefix + key, value, px=max(1, round(ttl * 1000)))
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
@@ -153,7 +197,8 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            await self._redis().delete(self.prefix + key)
+            async with self._deadline():
+                await self._redis().delete(self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
@@ -167,7 +212,7 @@ class RedisState:
             # WATCH, GET, then MULTI/SET/EXEC: the transaction is refused (WatchError) when
             # another client wrote the key after the WATCH, and the change is made again on
             # what that client wrote. Optimistic: no lock held while `change` runs.
-            async with self._redis().pipeline(transaction=True) as pipe:
+            async with asyncio.timeout(UPDATE_TIMEOUT_S), self._redis().pipeline() as pipe:
                 for tries in range(UPDATE_TRIES):
                     try:
                         await pipe.watch(name)
@@ -200,9 +245,10 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:  # SET NX PX: one atomic command, so two replicas never both take the key
-            taken = await self._redis().set(
-                self.prefix + key, b"1", nx=True, px=max(1, math.ceil(ttl * 1000))
-            )
+            async with self._deadline():
+                taken = await self._redis().set(
+                    self.prefix + key, b"1", nx=True, px=max(1, math.ceil(ttl * 1000))
+                )
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
         return bool(taken)
@@ -211,7 +257,8 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            await self._redis().ping()
+            async with self._deadline():
+                await self._redis().ping()
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
