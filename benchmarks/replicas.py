@@ -10,6 +10,13 @@ The load comes from this process: `CONCURRENCY` requests in flight, each a state
 limit is far above what is reached: what is measured is the reservation, never a refusal. The
 load generator, nginx, Redis and the replicas share the machine's cores, so calls/s stops
 growing once the cores are busy: read the ratios against that (the notes say how many cores).
+
+Paired and interleaved: the deployment without the limit and the one with it run side by side
+and take turns (load rounds, latency batches), and each comparison is the median of the
+per-turn differences or ratios, so the machine's drift (other programs) hits both alike. Wall
+time on a shared machine still moves with its load (each Redis round trip is two more wake-ups
+of a process waiting for a core): the table gives the load average before and after, and the
+CPU time each call costs the replica and redis-server (from /proc), which moves far less.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,11 +43,13 @@ from state import _free_port, _start_redis
 
 CONCURRENCY = 16
 """Requests in flight at once from the load generator."""
-SECONDS = 6.0
-"""How long each configuration is loaded (after a warm-up)."""
-BATCH, ROUNDS = 40, 9
+SECONDS = 3.0
+"""How long each load round lasts (after a warm-up)."""
+BATCH, ROUNDS = 100, 9
 """One-at-a-time calls per batch, and batches each, for the per-call latency: the replica with
 the Redis limit and the one without take turns, so the machine's drift hits both alike."""
+LOAD_ROUNDS = 3
+"""Load rounds of `SECONDS` each per deployment, taking turns with the other deployment."""
 
 TOOL = '''
 def add(a: int, b: int) -> int:
@@ -77,7 +87,7 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], seconds: float = 90)
 
 
 @contextmanager
-def _process(argv: list[str], cwd: Path, port: int, env: dict[str, str]) -> Iterator[None]:
+def _process(argv: list[str], cwd: Path, port: int, env: dict[str, str]) -> Iterator[int]:
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -89,7 +99,7 @@ def _process(argv: list[str], cwd: Path, port: int, env: dict[str, str]) -> Iter
     )
     try:
         _wait_port(port, process)
-        yield
+        yield process.pid
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=15)
@@ -124,26 +134,28 @@ http {{
 
 
 @contextmanager
-def _replicated(folder: Path, count: int, state: str | None) -> Iterator[str]:
-    """`count` stateless replicas serving `folder/tools.yaml` behind nginx; yields the URL."""
+def _replicated(folder: Path, count: int, state: str | None) -> Iterator[tuple[str, list[int]]]:
+    """`count` stateless replicas serving `folder/tools.yaml` behind nginx; yields the URL and
+    the replicas' process ids."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(Path(__file__).resolve().parents[1])])
     ports = [_free_port() for _ in range(count)]
     listen = _free_port()
+    pids: list[int] = []
     with ExitStack() as stack:
         for port in ports:
             argv = [sys.executable, "-m", "toolnexus", "serve", str(folder / "tools.yaml")]
             argv += ["--http", f"127.0.0.1:{port}", "--stateless"]
             argv += ["--state", state] if state else []
-            stack.enter_context(_process(argv, folder, port, env))
+            pids.append(stack.enter_context(_process(argv, folder, port, env)))
         root = folder / f"nginx-{listen}"
         root.mkdir()
         conf = root / "nginx.conf"
         conf.write_text(_nginx_conf(root, listen, ports))
         argv = [nginx, "-p", str(root), "-c", str(conf), "-g", "daemon off;"]
         stack.enter_context(_process(argv, root, listen, env))
-        yield f"http://127.0.0.1:{listen}/mcp"
+        yield f"http://127.0.0.1:{listen}/mcp", pids
 
 
 async def _call(http: object, url: str) -> None:
@@ -172,51 +184,117 @@ async def _ready(http: object, url: str) -> None:
         await _call(http, url)
 
 
-async def _load(url: str) -> float:
-    """Calls/s with `CONCURRENCY` in flight."""
+async def _rate(http: object, url: str) -> float:
+    """Calls/s with `CONCURRENCY` in flight for `SECONDS`."""
+    done = 0
+    stop = time.monotonic() + SECONDS
+
+    async def worker() -> None:
+        nonlocal done
+        while time.monotonic() < stop:
+            await _call(http, url)
+            done += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return done / (time.monotonic() - started)
+
+
+async def _paired_load(urls: dict[bool, str]) -> dict[bool, list[float]]:
+    """Calls/s of each deployment (False: no limit, True: the Redis limit), in `LOAD_ROUNDS`
+    rounds each, taking turns."""
     import httpx2
 
     limits = httpx2.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+    rates: dict[bool, list[float]] = {key: [] for key in urls}
     async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
-        await _ready(http, url)
-        done = 0
-        stop = time.monotonic() + SECONDS
-
-        async def worker() -> None:
-            nonlocal done
-            while time.monotonic() < stop:
-                await _call(http, url)
-                done += 1
-
-        started = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        return done / (time.monotonic() - started)
+        for url in urls.values():
+            await _ready(http, url)
+        for _ in range(LOAD_ROUNDS):
+            for key, url in urls.items():
+                rates[key].append(await _rate(http, url))
+    return rates
 
 
-async def _latency(urls: dict[bool, str], redis_url: str) -> dict[bool | str, float]:
-    """Median ms of one call at a time, per URL, in alternating batches; under "ping", a bare
-    Redis PING from this process in the same turns (what one round trip to another process
-    costs on this machine at this moment)."""
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (/proc/PID/stat), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _scripts_run(client: object) -> int:
+    """Rate-limit scripts Redis has run (EVALSHA, and EVAL when its cache was empty)."""
+    stats = client.info("commandstats")  # type: ignore[attr-defined]
+    return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+@dataclass
+class _Latency:
+    """Per-call figures of one call at a time, per deployment, one entry per round."""
+
+    wall_ms: dict[bool | str, list[float]]
+    """Wall time per call (ms); "ping" is a bare Redis PING from this process."""
+    replica_cpu_us: dict[bool, float]
+    """CPU time per call of the replica serving it (µs), over every round: /proc counts in
+    clock ticks (10 ms), so one batch alone would be too coarse."""
+    redis_cpu_us: dict[bool, float]
+    """CPU time per call of redis-server (µs), over every round."""
+    scripts_per_call: float
+    """Scripts Redis ran per rate-limited call: its round trips."""
+
+
+async def _latency(
+    urls: dict[bool, str], pids: dict[bool, int], redis_url: str, redis_pid: int
+) -> _Latency:
+    """One call at a time, per deployment, in alternating batches; between them a batch of
+    bare Redis PINGs from this process (one round trip to another process, now)."""
     import httpx2
+    import redis
     import redis.asyncio
 
-    samples: dict[bool | str, list[float]] = {key: [] for key in [*urls, "ping"]}
+    wall: dict[bool | str, list[float]] = {key: [] for key in [*urls, "ping"]}
+    cpu = {key: 0.0 for key in urls}
+    redis_cpu = {key: 0.0 for key in urls}
     store = redis.asyncio.Redis.from_url(redis_url)
+    counter = redis.Redis.from_url(redis_url)
+    scripts = calls = 0
     async with httpx2.AsyncClient(timeout=60) as http:
         for url in urls.values():
             await _ready(http, url)
         for _ in range(ROUNDS):
             for key, url in urls.items():
+                ran = _scripts_run(counter)
+                used, redis_used = _cpu_seconds(pids[key]), _cpu_seconds(redis_pid)
                 begin = time.perf_counter()
                 for _ in range(BATCH):
                     await _call(http, url)
-                samples[key].append((time.perf_counter() - begin) / BATCH * 1e3)
+                wall[key].append((time.perf_counter() - begin) / BATCH * 1e3)
+                cpu[key] += _cpu_seconds(pids[key]) - used
+                redis_cpu[key] += _cpu_seconds(redis_pid) - redis_used
+                if key:
+                    scripts += _scripts_run(counter) - ran
+                    calls += BATCH
             begin = time.perf_counter()
             for _ in range(BATCH):
                 await store.ping()
-            samples["ping"].append((time.perf_counter() - begin) / BATCH * 1e3)
+            wall["ping"].append((time.perf_counter() - begin) / BATCH * 1e3)
     await store.aclose()
-    return {key: statistics.median(values) for key, values in samples.items()}
+    counter.close()
+    per_call = 1e6 / (ROUNDS * BATCH)
+    return _Latency(
+        wall_ms=wall,
+        replica_cpu_us={key: used * per_call for key, used in cpu.items()},
+        redis_cpu_us={key: used * per_call for key, used in redis_cpu.items()},
+        scripts_per_call=scripts / calls,
+    )
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
+
+
+def _load() -> str:
+    return "/".join(f"{figure:.1f}" for figure in os.getloadavg())
 
 
 def bench() -> None:
@@ -224,7 +302,8 @@ def bench() -> None:
     for program in ("redis-server", "nginx"):
         if shutil.which(program) is None and not Path(f"/usr/sbin/{program}").exists():
             raise SystemExit(f"the replicas benchmark needs {program} (apt-get install it)")
-    rates: dict[tuple[int, bool], float] = {}
+    rates: dict[int, dict[bool, list[float]]] = {}
+    load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         redis, url = _start_redis(tmp)
@@ -236,51 +315,91 @@ def bench() -> None:
                 (folder / "benchtool.py").write_text(TOOL)
                 text = MANIFEST.format(middleware=LIMIT if limited else "")
                 (folder / "tools.yaml").write_text(text)
-                for count in (1, 2, 4):
-                    with _replicated(folder, count, url if limited else None) as endpoint:
-                        rates[count, limited] = asyncio.run(_load(endpoint))
+            for count in (1, 2, 4):
+                with (
+                    _replicated(folders[False], count, None) as (plain, _),
+                    _replicated(folders[True], count, url) as (limited_url, _),
+                ):
+                    rates[count] = asyncio.run(_paired_load({False: plain, True: limited_url}))
             with (
-                _replicated(folders[False], 1, None) as plain,
-                _replicated(folders[True], 1, url) as limited_url,
+                _replicated(folders[False], 1, None) as (plain, plain_pids),
+                _replicated(folders[True], 1, url) as (limited_url, limited_pids),
             ):
-                latency = asyncio.run(_latency({False: plain, True: limited_url}, url))
+                latency = asyncio.run(
+                    _latency(
+                        {False: plain, True: limited_url},
+                        {False: plain_pids[0], True: limited_pids[0]},
+                        url,
+                        redis.pid,
+                    )
+                )
         finally:
             redis.kill()
             redis.wait(timeout=15)
+    load_after = _load()
     cores = os.cpu_count() or 1
     rows: list[Row] = []
+    median = statistics.median
     for limited in (False, True):
         what = "Redis `rate_limit`" if limited else "no limit"
         for count in (1, 2, 4):
-            rate = rates[count, limited]
-            note = f"{rate / rates[1, limited]:.2f}× one replica"
+            rate = median(rates[count][limited])
+            note = f"{rate / median(rates[1][limited]):.2f}× one replica"
             if limited:
-                note += f"; {rate / rates[count, False]:.2f}× without the limit"
+                pairs = zip(rates[count][True], rates[count][False], strict=True)
+                ratios = [a / b for a, b in pairs]
+                note += (
+                    f"; {median(ratios):.2f}× without the limit (median of {LOAD_ROUNDS} paired "
+                    f"rounds, {_spread(ratios, 2)})"
+                )
             rows.append((f"calls/s, {count} replica{'s' * (count > 1)}, {what}", rate, "/s", note))
-    added = (latency[True] - latency[False]) * 1e3
+    wall = latency.wall_ms
+    added = [(b - a) * 1e3 for a, b in zip(wall[False], wall[True], strict=True)]
+    cpu = latency.replica_cpu_us
     rows += [
         (
             "one call at a time through nginx, 1 replica, no limit",
-            latency[False],
+            median(wall[False]),
             "ms",
             f"median of {ROUNDS} batches of {BATCH}, taking turns with the next row",
         ),
         (
             "the same with the Redis `rate_limit`",
-            latency[True],
+            median(wall[True]),
             "ms",
-            f"Redis adds {added:.0f} µs per call end to end; target ≤ 500 µs",
+            f"Redis adds {median(added):.0f} µs per call end to end (median of {ROUNDS} paired "
+            f"differences, {_spread(added)} µs); target ≤ 500 µs",
+        ),
+        (
+            "replica CPU per call, no limit",
+            cpu[False],
+            "µs",
+            f"user + system time of the serving process (/proc), over the {ROUNDS} batches",
+        ),
+        (
+            "replica CPU per call, Redis `rate_limit`",
+            cpu[True],
+            "µs",
+            f"the limit with its Redis round trip costs the replica {cpu[True] - cpu[False]:.0f} "
+            "µs of CPU per call",
+        ),
+        (
+            "redis-server CPU per rate-limited call",
+            latency.redis_cpu_us[True],
+            "µs",
+            f"Redis ran {latency.scripts_per_call:.2f} scripts per call (EVALSHA: one round trip)",
         ),
         (
             "a bare Redis PING from the load generator, in the same turns",
-            latency["ping"],
+            median(wall["ping"]),
             "ms",
             "informational: one round trip to another process on this machine now",
         ),
     ]
     table(
         f"Replicas behind nginx: calls/s with 1, 2 and 4 `serve --http` ({cores} cores, "
-        f"{CONCURRENCY} in flight, load generator on the same machine)",
+        f"{CONCURRENCY} in flight, load generator on the same machine; load average "
+        f"{load_before} before, {load_after} after)",
         rows,
     )
 
