@@ -356,7 +356,7 @@ class _StoredLogin:
         return record if _other_tokens(record, held) else None
 
     async def refresh_refused(self, held: OAuthToken | None) -> dict[str, Any] | None:
-        """The refresh of `held` was refused: mark the login expired, unless the file holds
+        """The refresh of `held` was refused: mark the login expired, unless the store holds
         newer tokens by now (refresh tokens rotate, so another process's refresh kills the one
         this process holds); then leave them and return the record."""
         found: dict[str, Any] = {}

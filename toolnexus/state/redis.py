@@ -109,7 +109,7 @@ class RedisState:
             client: Redis = aioredis.Redis.from_url(
                 self._url,
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
-                socket_timeout=None,  # each call has a deadline of its own: `_deadline`
+                socket_timeout=None,  # each call has a deadline of its own (`_command`)
                 # One retry: a pooled connection broken by a Redis restart is replaced at once,
                 # while a Redis that is down fails the call after one short attempt more.
                 retry=Retry(NoBackoff(), 1),
@@ -117,15 +117,12 @@ class RedisState:
             self._client = client
         return self._client
 
-    def _deadline(self) -> asyncio.Timeout:
-        return asyncio.timeout(self._timeout)
-
     async def _command(self, *command: Any) -> Any:
         """One command on a pooled connection: packed, sent, its reply read, the connection
-        given back. The hot path of `reserve`, once per rate-limited call: redis-py's
-        `execute_command` (with a script object, retries and its checks) spent twice the CPU
-        of this on the same round trip. A pooled connection that broke (a Redis restart) is
-        replaced once, as the client's own retry would.
+        given back. The path of every single command, `reserve` once per rate-limited call
+        and `get` once per cache lookup: redis-py's `execute_command` (with a script object,
+        retries and its checks) spent twice the CPU of this on the same round trip. A pooled
+        connection that broke (a Redis restart) is replaced once, as the client's retry would.
 
         Raises:
             RedisError, OSError: as redis-py raises them (an error reply included).
@@ -137,7 +134,7 @@ class RedisState:
         for attempt in (1, 2):
             conn = await pool.get_connection()
             try:
-                async with self._deadline():
+                async with asyncio.timeout(self._timeout):
                     await conn.send_packed_command(conn.pack_command(*command), check_health=False)
                     return await conn.read_response()
             except ResponseError:
@@ -178,8 +175,7 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            async with self._deadline():
-                value = await self._redis().get(self.prefix + key)
+            value = await self._command("GET", self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
         return value.encode() if isinstance(value, str) else value
@@ -188,8 +184,7 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            async with self._deadline():
-                await self._redis().set(self.prefix + key, value, px=max(1, round(ttl * 1000)))
+            await self._command("SET", self.prefix + key, value, "PX", max(1, round(ttl * 1000)))
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
@@ -197,8 +192,7 @@ class RedisState:
         from redis.exceptions import RedisError
 
         try:
-            async with self._deadline():
-                await self._redis().delete(self.prefix + key)
+            await self._command("DEL", self.prefix + key)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
@@ -244,21 +238,18 @@ class RedisState:
     async def claim(self, key: str, *, ttl: float) -> bool:
         from redis.exceptions import RedisError
 
+        ms = max(1, math.ceil(ttl * 1000))
         try:  # SET NX PX: one atomic command, so two replicas never both take the key
-            async with self._deadline():
-                taken = await self._redis().set(
-                    self.prefix + key, b"1", nx=True, px=max(1, math.ceil(ttl * 1000))
-                )
+            taken = await self._command("SET", self.prefix + key, b"1", "NX", "PX", ms)
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
-        return bool(taken)
+        return taken is not None  # OK when set; nil when the key was there
 
     async def check(self) -> None:
         from redis.exceptions import RedisError
 
         try:
-            async with self._deadline():
-                await self._redis().ping()
+            await self._command("PING")
         except (RedisError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
