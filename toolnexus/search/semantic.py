@@ -378,7 +378,9 @@ class SemanticIndex:
         np: Any = _numpy()
         if not len(self.tools):
             return []
-        scores = self._matrix @ self.query_vector(query)
+        # einsum's own loop, not BLAS: OpenBLAS's threads spin against each other on a shared
+        # machine, and made this product 0.4-4 ms under load against a steady 0.2-0.4 ms.
+        scores = np.einsum("ij,j->i", self._matrix, self.query_vector(query))
         if within is not None:
             mask = np.full(len(self.tools), -np.inf, dtype=np.float32)
             mask[list(within)] = 0.0
