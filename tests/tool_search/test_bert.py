@@ -240,6 +240,18 @@ def test_a_model_directory_embedder_ranks_and_caches_under_the_models_fingerprin
     assert [s for _, s in ranked] == pytest.approx(sorted(by_hand, reverse=True), abs=1e-6)
 
 
+def test_model_files_replaced_in_place_are_loaded_anew_under_a_new_name(tmp_path: Path) -> None:
+    tiny_bert(tmp_path / "m", seed=0)
+    before = bert_embedder(tmp_path / "m")
+    old = np.asarray(before.embed(["hello"]))[0]
+    weights = tiny_bert(tmp_path / "m", seed=1)  # same shapes, sizes and names: new values
+    after = bert_embedder(tmp_path / "m")
+    assert after.model != before.model
+    new = np.asarray(after.embed(["hello"]))[0]
+    assert np.abs(new - reference(weights, IDS["hello"])).max() < 2e-5
+    assert np.abs(new - old).max() > 0.01
+
+
 def test_the_manifest_takes_a_model_directory_and_searches_with_it(tmp_path: Path) -> None:
     tiny_bert(tmp_path / "m")
     path = tmp_path / "tools.yaml"

@@ -357,13 +357,15 @@ def fingerprint(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-_loaded: dict[Path, BertModel] = {}
+_loaded: dict[tuple[Path, str], BertModel] = {}
 _loading = threading.Lock()
 
 
-def load_bert(directory: Path, *, setting: str = "embedder") -> BertModel:
-    """The model in `directory`, loaded once per process (a reload's new generation, or a
-    second toolkit, shares it: it is read-only).
+def load_bert(directory: Path, *, setting: str = "embedder", version: str = "") -> BertModel:
+    """The model in `directory`, loaded once per process and `version` (its `fingerprint`,
+    so that files replaced in place are loaded anew, never cached under the new name with the
+    old model's vectors). A reload's new generation, or a second toolkit, shares it: it is
+    read-only.
 
     Raises:
         ConfigError: the directory is missing, or is not a BERT model sentence-transformers
@@ -371,9 +373,9 @@ def load_bert(directory: Path, *, setting: str = "embedder") -> BertModel:
     """
     directory = directory.expanduser().resolve()
     with _loading:
-        model = _loaded.get(directory)
+        model = _loaded.get((directory, version))
         if model is None:
             if not directory.is_dir():
                 raise ConfigError(f"no model directory {directory}", field=setting)
-            model = _loaded[directory] = BertModel(directory, setting=setting)
+            model = _loaded[directory, version] = BertModel(directory, setting=setting)
         return model

@@ -163,14 +163,13 @@ def bert_embedder(directory: Path, *, setting: str = "embedder") -> Embedder:
             field=setting,
         )
     _numpy()
+    version = bert.fingerprint(directory)
 
     def embed(texts: list[str]) -> Any:
-        return bert.load_bert(directory, setting=setting).encode(texts)
+        return bert.load_bert(directory, setting=setting, version=version).encode(texts)
 
     return Embedder(
-        embed=embed,
-        model=f"bert:{directory.name}:{bert.fingerprint(directory)}",
-        lexical_weight=BERT_LEXICAL_WEIGHT,
+        embed=embed, model=f"bert:{directory.name}:{version}", lexical_weight=BERT_LEXICAL_WEIGHT
     )
 
 
