@@ -24,7 +24,13 @@ from __future__ import annotations
 
 from .index import SearchIndex
 from .plan import ToolSearchSettings, apply_search, definition_bytes, is_deferred, is_search_tool
-from .semantic import Embedder, EmbeddingCache, wordllama_embedder
+from .semantic import (
+    Embedder,
+    EmbeddingCache,
+    bert_embedder,
+    minilm_embedder,
+    wordllama_embedder,
+)
 from .state import SearchState
 from .tool import SEARCH_TOOL
 
@@ -36,8 +42,10 @@ __all__ = [
     "SearchState",
     "ToolSearchSettings",
     "apply_search",
+    "bert_embedder",
     "definition_bytes",
     "is_deferred",
     "is_search_tool",
+    "minilm_embedder",
     "wordllama_embedder",
 ]
