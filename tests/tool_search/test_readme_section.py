@@ -36,7 +36,7 @@ def test_the_manifest_example_loads(tmp_path: Path) -> None:
     assert loaded.mcp_servers[0].spec["defer"] is True
     (tmp_path / "semantic.yaml").write_text(semantic)
     loaded = load_manifest(tmp_path / "semantic.yaml")
-    assert loaded.tool_search == {"embedder": "wordllama", "embedding_cache": False}
+    assert loaded.tool_search == {"embedder": "minilm", "embedding_cache": False}
 
 
 def test_the_provider_table_names_what_the_adapters_send() -> None:

@@ -226,3 +226,32 @@ def test_openapi_operations_are_browsed_by_their_first_tag(tmp_path: Path) -> No
             "tool_search", {"query": "^", "mode": "regex", "namespace": "repos"}
         )
         assert sorted(found.metadata["tool_search"]) == ["delete-repo", "get-repo"]
+
+
+def test_the_embedders_lexical_weight_decides_between_the_rankings() -> None:
+    """Words find only `forecast`; the vectors put `star_repo` first. The embedder's own
+    `lexical_weight` (0.75 for BERT models, 1 by default) says which ranking counts more."""
+    query = "weather forecast"
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[float("star" in t.lower() or t == query), 0.1] for t in texts]
+
+    found = {}
+    for weight in (100.0, 0.01):
+        embedder = Embedder(embed=embed, model=f"toy-{weight}", lexical_weight=weight)
+        settings = {"embedder": embedder, "embedding_cache": False, "limit": 1}
+        with create_toolkit(extra_tools=[forecast, star_repo, hello], tool_search=settings) as tk:
+            found[weight] = tk.execute("tool_search", {"query": query}).metadata["tool_search"]
+    assert found == {100.0: ["forecast"], 0.01: ["star_repo"]}
+
+
+def test_a_repeated_query_is_embedded_once() -> None:
+    embed = Recording()
+    index = SemanticIndex(
+        tools=[forecast, star_repo, hello], embedder=Embedder(embed=embed, model="toy")
+    )
+    embed.batches.clear()
+    first = index.ranked("will it rain", 3)
+    assert index.ranked("will it rain", 3) == first
+    index.ranked("say hi", 3)
+    assert embed.batches == [["will it rain"], ["say hi"]]

@@ -6,8 +6,10 @@ the others plus one search tool, and what a search finds is loaded for the rest 
 conversation. The modules, one job each:
 
 - `index`: ranking (BM25F over names, descriptions and parameter names; a regex mode);
-- `semantic`: ranking by meaning (an embedder the application passes, or wordllama's
-  bundled model), fused with `index`'s; vectors cached by content hash;
+- `semantic`: ranking by meaning (an embedder the application passes, wordllama's bundled
+  model, or a BERT sentence model directory such as MiniLM), fused with `index`'s; vectors
+  cached by content hash;
+- `bert`: a sentence-transformers BERT model directory run with numpy (no torch);
 - `state`: `SearchState`, the loaded tools of one conversation (the application keeps it);
 - `tool`: the provider-neutral `tool_search` tool;
 - `plan`: which tools of a generation are deferred (`ToolSearchSettings`, `apply_search`);
@@ -22,7 +24,13 @@ from __future__ import annotations
 
 from .index import SearchIndex
 from .plan import ToolSearchSettings, apply_search, definition_bytes, is_deferred, is_search_tool
-from .semantic import Embedder, EmbeddingCache, wordllama_embedder
+from .semantic import (
+    Embedder,
+    EmbeddingCache,
+    bert_embedder,
+    minilm_embedder,
+    wordllama_embedder,
+)
 from .state import SearchState
 from .tool import SEARCH_TOOL
 
@@ -34,8 +42,10 @@ __all__ = [
     "SearchState",
     "ToolSearchSettings",
     "apply_search",
+    "bert_embedder",
     "definition_bytes",
     "is_deferred",
     "is_search_tool",
+    "minilm_embedder",
     "wordllama_embedder",
 ]

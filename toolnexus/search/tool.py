@@ -19,7 +19,7 @@ from ..base import Result, Tool, ToolContext
 from ..errors import ConfigError
 from ..runtime.workers import run_in_worker
 from .index import MAX_PATTERN, SearchIndex, short_description
-from .semantic import DEPTH, LEXICAL_WEIGHT, Embedder, EmbeddingCache, SemanticIndex, fuse
+from .semantic import DEPTH, Embedder, EmbeddingCache, SemanticIndex, fuse
 from .state import SEARCH_METADATA
 
 __all__ = ["MAX_LIMIT", "SEARCH_TOOL", "Ranker", "namespace_of", "search_tool"]
@@ -123,7 +123,7 @@ class Ranker:
             return [self.tools[i] for i, _ in hits]
         lexical = [i for i, _ in self.lexical.ranked(query, DEPTH, within=within)]
         semantic = [i for i, _ in self.semantic.ranked(query, DEPTH, within=within)]
-        fused = fuse([(lexical, LEXICAL_WEIGHT), (semantic, 1.0)])
+        fused = fuse([(lexical, self.semantic.embedder.lexical_weight), (semantic, 1.0)])
         return [self.tools[i] for i, _ in fused[:limit]]
 
 
