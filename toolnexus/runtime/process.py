@@ -180,6 +180,8 @@ async def _feed_stdin(stream: asyncio.StreamWriter | None, data: bytes | None) -
 
 
 def _killpg(pgid: int, sig: int) -> None:
+    if pgid <= 1:  # a reaper already gone (`resident._pid_of`): never our own group, nor all
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -225,6 +227,8 @@ class _Child:
         """SIGKILL the whole tree now, without waiting (the reaper does it and exits)."""
         if self.status is None:
             _killpg(self.pid, signal.SIGKILL)
+        elif isinstance(self.proc, _ResidentProc):
+            self.proc.send(signal.SIGUSR1)
         elif self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGUSR1)
@@ -321,6 +325,13 @@ class _ResidentProc:
     async def wait(self) -> int:
         return await asyncio.shield(self._ended)
 
+    def send(self, sig: int) -> None:
+        """Signal the reaper through its pidfd: no pid reuse race, and it works on a reaper
+        inside a resident bwrap's pid namespace as well."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
     def release(self) -> None:
         for transport in self._transports:
             transport.close()
@@ -368,10 +379,12 @@ def _reaper_argv(status_fd: int, grace: float) -> list[str]:
 
 
 def _policy_key(wrapped: WrappedCommand, sandbox: SandboxPolicy | None) -> str | None:
-    """The resident launcher a command may use (one per mechanism and exact policy), or None
-    when it runs the per-call way: under bwrap, whose pid namespace is per command."""
+    """The resident launcher a command may use: one per mechanism and exact policy, and under
+    bwrap per exact set of binds too (`ResidentBwrap.key`); None: it runs the per-call way."""
     if wrapped.mechanism == "bwrap":
-        return None
+        if wrapped.resident is None:
+            return None
+        return f"bwrap {sandbox!r} {wrapped.resident.key}"
     return f"{wrapped.mechanism} {sandbox!r}"
 
 
@@ -418,9 +431,13 @@ async def _spawn_resident(
         out, out_w = await reader(_CHUNK)
         err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
         status, status_w = await reader(2**16)
+        inside = wrapped.resident
         launched = launchers.launch(
-            key, argv=wrapped.argv, env=wrapped.env, cwd=str(cwd), grace=grace,
+            key, argv=wrapped.argv if inside is None else inside.inner, env=wrapped.env,
+            cwd=str(cwd) if inside is None else inside.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
+            wrapper=() if inside is None else inside.wrapper,
+            fresh=None if inside is None else inside.fresh,
         )  # fmt: skip
     finally:
         for fd in theirs:

@@ -170,14 +170,18 @@ _RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL)
 _SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "launcher.py")
 
 
-def _spawn(command: list[str]) -> int:
+def _spawn(command: list[str], fresh: dict[str, object] | None = None) -> int:
     """Start the command with default signal actions and an empty signal mask.
 
     The Landlock launcher (`python -I -S launcher.py CONFIG -- argv`) is not started as a
     second interpreter: a fork of this one runs it (it confines itself, then execs the command),
-    which saves an interpreter start-up per call.
+    which saves an interpreter start-up per call. In a resident bwrap (`fresh`), the child is
+    pid 1 of the command's own namespaces (`freshns.enter`), and, as bwrap's own init would,
+    it runs the command as its child and reaps orphans, unless the launcher is pid 1 itself
+    (bwrap's `--as-pid-1`, with the network off).
     """
-    if command[:4] != [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]:
+    launcher = command[:4] == [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]
+    if not launcher and fresh is None:
         return os.posix_spawnp(command[0], command, os.environ, setsigmask=(), setsigdef=_RESET)
     pid = os.fork()
     if pid == 0:
@@ -185,13 +189,50 @@ def _spawn(command: list[str]) -> int:
             for sig in _RESET:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
-            import launcher  # only this child needs it
+            if fresh is not None:
+                import freshns
 
-            os._exit(launcher.main(command[3:]))
+                freshns.enter(fresh, str(fresh["cwd"]))
+                if fresh["init"]:
+                    os._exit(_init(command, launcher))
+            os._exit(_become(command, launcher))
         except BaseException as exc:  # noqa: BLE001 (the child must never return into the reaper)
-            os.write(2, f"toolnexus sandbox: cannot start the launcher: {exc}\n".encode())
+            os.write(2, f"toolnexus sandbox: cannot start the command: {exc}\n".encode())
         os._exit(126)
     return pid
+
+
+def _become(command: list[str], launcher: bool) -> int:
+    """Run the launcher in this process, or exec the command (returns only on failure)."""
+    if launcher:
+        import launcher as sandbox_launcher  # only this child needs it
+
+        return sandbox_launcher.main(command[3:])
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        os.write(2, f"bwrap: execvp {command[0]}: {exc.strerror or exc}\n".encode())
+        return code
+
+
+def _init(command: list[str], launcher: bool) -> int:
+    """pid 1 of a command's namespace: run it as pid 2, reap what is orphaned, and exit as
+    bwrap does (the command's code, 128 + N for signal N); the kernel then kills the rest."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(_become(command, launcher))
+        except BaseException:  # noqa: BLE001
+            os._exit(126)
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 126
+        if got == pid:
+            code = os.waitstatus_to_exitcode(status)
+            return code if code >= 0 else 128 - code
 
 
 def _report(fd: int, line: str) -> None:
@@ -208,11 +249,14 @@ def main(argv: list[str]) -> int:
     return run(int(argv[1]), int(argv[2]), float(argv[3]), argv[5:])
 
 
-def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
+def run(
+    fd: int, parent: int, grace: float, command: list[str], fresh: dict[str, object] | None = None
+) -> int:
     """Be the command's reaper (see the module's docstring); return this process's exit code.
 
     `parent` is the process whose death ends the command: the toolkit for a fresh reaper, the
-    resident launcher for a forked one (which itself dies with the toolkit)."""
+    resident launcher for a forked one (which itself dies with the toolkit). `fresh`: in a
+    resident bwrap, what the command's own namespaces hold (`freshns`)."""
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
@@ -221,11 +265,22 @@ def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
     if os.getppid() != parent:
         return 125  # the toolkit died before the command started: start nothing
     try:
-        pid = _spawn(command)
+        if fresh is not None:
+            import freshns
+
+            freshns.new_pid_namespace()
+        pid = _spawn(command, fresh)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
         return code
+    if fresh is not None:
+        try:
+            freshns.drop_capabilities()  # pyright: ignore[reportPossiblyUnbound]
+        except OSError as exc:
+            _Tree(pid).kill()
+            _report(fd, f"error 126 cannot drop the reaper's capabilities: {exc}")
+            return 126
     _report(fd, f"started {pid}")
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
@@ -278,7 +333,11 @@ def resident(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     parent = int(argv[2])
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
+    if parent == 0:  # inside a resident bwrap (its --die-with-parent watches the toolkit)
+        import freshns
+
+        freshns.undumpable()
+    elif os.getppid() != parent:
         return 125
     me = os.getpid()
     wake_r, wake_w = os.pipe()
@@ -367,4 +426,7 @@ def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
         return code
     os.environ.clear()
     os.environ.update(request["env"])  # type: ignore[arg-type]
-    return run(status, parent, float(request["grace"]), command)  # type: ignore[arg-type]
+    fresh = request.get("fresh")
+    if isinstance(fresh, dict):
+        fresh = {**fresh, "cwd": request["cwd"]}
+    return run(status, parent, float(request["grace"]), command, fresh)  # type: ignore[arg-type]

@@ -80,15 +80,17 @@ class Launched:
 
 
 class _Resident:
-    """One resident launcher process and the socket to it."""
+    """One resident launcher process and the socket to it; `wrapper` (a resident bwrap's
+    command line) runs it inside the policy's sandbox."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrapper: Sequence[str] = ()) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         folder = os.path.dirname(reaper.__file__)
         try:
             self.proc = subprocess.Popen(
                 [
+                    *wrapper,
                     sys.executable,
                     "-I",
                     "-S",
@@ -96,7 +98,9 @@ class _Resident:
                     _BOOT,
                     folder,
                     str(theirs.fileno()),
-                    str(os.getpid()),
+                    # Inside bwrap the toolkit's pid means nothing: bwrap's --die-with-parent
+                    # watches it instead.
+                    "0" if wrapper else str(os.getpid()),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -135,7 +139,7 @@ class _Resident:
             for fd in pidfds:
                 os.close(fd)
             return None
-        return Launched(pid=int(rest), pidfd=pidfds[0])
+        return Launched(pid=_pid_of(pidfds[0]), pidfd=pidfds[0])
 
     def close(self) -> None:
         """Close the socket (the launcher exits at its end, and its forks with it: their
@@ -148,11 +152,30 @@ class _Resident:
             self.proc.wait()
 
 
+def _pid_of(pidfd: int) -> int:
+    """The process's pid as the toolkit sees it (inside a resident bwrap's pid namespace it has
+    another): from the pidfd's fdinfo; 0 when it was reaped already (nothing left to signal)."""
+    with open(f"/proc/self/fdinfo/{pidfd}", "rb") as info:
+        for line in info:
+            if line.startswith(b"Pid:"):
+                return max(int(line.split()[1]), 0)
+    return 0
+
+
+_MAX_RESIDENTS = 8
+"""Resident launchers per toolkit at most: under bwrap there is one per exact set of binds
+(the working folder, a program, a new denied file can change them); past this many, a new set
+of binds runs the per-call way."""
+
+
 class Launchers:
     """A toolkit's resident launchers, one per sandbox policy, started on first use."""
 
     def __init__(self) -> None:
         self._by_policy: dict[str, _Resident] = {}
+        self._broken: set[str] = set()
+        """Policies whose launcher died twice in a row: they run the per-call way from then on
+        (a bwrap that cannot start one would otherwise be tried on every call)."""
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
@@ -175,16 +198,23 @@ class Launchers:
         stdout: int,
         stderr: int | None,
         status: int,
+        wrapper: Sequence[str] = (),
+        fresh: Mapping[str, object] | None = None,
     ) -> Launched | None:
         """Fork `argv` under its reaper in the launcher for `policy` (a key naming the sandbox
         policy exactly); None when no resident launcher can run it (closed, forked toolkit,
-        a request too large, a launcher that died twice): the caller runs it the per-call way.
+        a request too large, a launcher that died twice, too many): the caller runs it the
+        per-call way.
 
-        `stderr` None merges it into `stdout`; `stdin` None reads /dev/null."""
+        `stderr` None merges it into `stdout`; `stdin` None reads /dev/null. `wrapper` starts
+        the launcher inside a resident bwrap (`policy` must then name its binds too), whose
+        forks give each command the namespaces `fresh` describes (`freshns.enter`)."""
         if self._closed or os.getpid() != self._pid or unavailable():
             return None  # a forked toolkit must not talk to its parent's launchers
         fields = {"argv": list(argv), "env": dict(env), "cwd": cwd, "grace": grace}
         fields |= {"stdin": stdin is not None, "merge": stderr is None}
+        if fresh is not None:
+            fields["fresh"] = dict(fresh)
         request = json.dumps(fields, separators=(",", ":")).encode()
         if len(request) > reaper.REQUEST_MAX:
             return None
@@ -194,9 +224,13 @@ class Launchers:
                 if self._closed:
                     return None
                 resident = self._by_policy.get(policy)
+                if policy in self._broken or (
+                    resident is None and len(self._by_policy) >= _MAX_RESIDENTS
+                ):
+                    return None
                 try:
                     if resident is None:
-                        resident = self._by_policy[policy] = _Resident()
+                        resident = self._by_policy[policy] = _Resident(wrapper)
                     return resident.launch(request, fds)
                 except _Dead:
                     # Found dead (or hung): start a new one, and retry this call once.
@@ -204,6 +238,7 @@ class Launchers:
                     resident.proc.kill()  # pyright: ignore[reportOptionalMemberAccess]
                     resident.close()  # pyright: ignore[reportOptionalMemberAccess]
                     if attempt == 2:
+                        self._broken.add(policy)
                         return None
                 except OSError:
                     return None  # cannot start an interpreter: the per-call way says why
