@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from toolnexus import create_toolkit
+from toolnexus.runtime import resident
 from toolnexus.runtime.process import run_process, start_process
 from toolnexus.runtime.resident import Launchers, current_launchers
 from toolnexus.runtime.sandbox import SandboxPolicy, detect
@@ -201,3 +202,42 @@ async def test_under_bwrap_a_new_denied_file_gets_a_new_resident_that_hides_it(
     after = await run_process(cat, cwd=tmp_path, timeout=10, max_output=1000, sandbox=policy)
     assert (after.stdout, after.launch) == ("refused\n", "resident")
     assert bwrap_launchers.running == 2  # the binds changed: the first resident was not used
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["none", "bwrap", "landlock"])
+async def test_starting_a_launcher_does_not_hold_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """The first call of a policy starts its launcher; other tasks on the loop go on meanwhile
+    (a start-up made half a second long here, so that a blocked loop could not tick at all)."""
+    if mechanism != "none":
+        only_mechanism(mechanism, monkeypatch)
+    monkeypatch.setattr(resident, "_BOOT", "import time; time.sleep(0.5); " + resident._BOOT)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    ticks = 0
+    result = None
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ticker)
+            await anyio.sleep(0)
+            policy = None if mechanism == "none" else SandboxPolicy(network=False)
+            result = await run_process(
+                ["true"], cwd=tmp_path, timeout=20, max_output=100, sandbox=policy
+            )
+            tasks.cancel_scope.cancel()
+        assert result is not None
+        assert (result.exit_code, result.launch) == (0, "resident")
+        assert ticks >= 10  # some 50 ticks fit in the start-up; a blocked loop makes none
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+        detect.cache_clear()

@@ -24,6 +24,7 @@ Standard library only: it is imported by the resident launcher inside the sandbo
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import socket
 import struct
@@ -48,15 +49,12 @@ _PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
 CAPS = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETPCAP")
 """What the resident launcher keeps inside bwrap (`--cap-add`), for the namespaces above."""
 
-_libc: Any = None
 
-
+@functools.cache
 def _c() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-    return _libc
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
 
 
 def _check(result: int, what: str) -> int:
@@ -71,10 +69,12 @@ def _unshare(flags: int) -> None:
 
 
 def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str = "") -> None:
-    enc = (lambda s: None if s is None else s.encode())  # noqa: E731
+    def enc(text: str | None) -> bytes | None:
+        return None if text is None else text.encode()
+
     _check(
         _c().mount(enc(source), target.encode(), enc(kind), ctypes.c_ulong(flags),
-                   data.encode() or None),
+                   enc(data or None)),
         f"mount {target}",
     )  # fmt: skip
 
@@ -203,7 +203,7 @@ def drop_capabilities() -> None:
     """No capability left, for this process and whatever it execs (fails closed)."""
     import launcher  # the resident has it loaded
 
-    launcher._drop_capabilities()  # pyright: ignore[reportPrivateUsage]
+    launcher._drop_capabilities()
     with open("/proc/self/status") as status:
         left = [line for line in status if line.startswith("Cap") and int(line.split()[1], 16)]
     if left:

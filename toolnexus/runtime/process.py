@@ -402,6 +402,8 @@ async def _spawn_resident(
 
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
+    inside = wrapped.resident
+    await launchers.prepare(key, wrapper=() if inside is None else inside.wrapper)
     loop = asyncio.get_running_loop()
     theirs: list[int] = []
     transports: list[asyncio.BaseTransport] = []
@@ -431,7 +433,6 @@ async def _spawn_resident(
         out, out_w = await reader(_CHUNK)
         err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
         status, status_w = await reader(2**16)
-        inside = wrapped.resident
         launched = launchers.launch(
             key, argv=wrapped.argv if inside is None else inside.inner, env=wrapped.env,
             cwd=str(cwd) if inside is None else inside.cwd, grace=grace,

@@ -276,7 +276,9 @@ def run(
         return code
     if fresh is not None:
         try:
-            freshns.drop_capabilities()  # pyright: ignore[reportPossiblyUnbound]
+            import freshns
+
+            freshns.drop_capabilities()
         except OSError as exc:
             _Tree(pid).kill()
             _report(fd, f"error 126 cannot drop the reaper's capabilities: {exc}")
@@ -308,9 +310,10 @@ def run(
 
 # --- the resident launcher ------------------------------------------------------------------
 # `resident([_, SOCKET_FD, PARENT])`, in a `python -I -S` child of the toolkit started once per
-# toolkit and policy (`resident.py` is the toolkit's side). It has imported this module and the
-# sandbox launcher once; per command it forks, and the fork becomes the command's reaper exactly
-# as a fresh `python -I -S reaper` would (`run`), without an interpreter start-up.
+# toolkit and policy (`resident.py` is the toolkit's side); it says `ready` once it listens. It
+# has imported this module and the sandbox launcher once; per command it forks, and the fork
+# becomes the command's reaper exactly as a fresh `python -I -S reaper` would (`run`), without
+# an interpreter start-up.
 #
 # A request is one SOCK_SEQPACKET message: JSON {"argv", "env", "cwd", "grace", "stdin",
 # "merge"} with, as SCM_RIGHTS, the command's stdin (when "stdin" is true), stdout, stderr
@@ -347,6 +350,8 @@ def resident(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     import select
+
+    sock.send(b"ready")  # the toolkit waits for this in a thread, not on its event loop
 
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])

@@ -13,13 +13,16 @@ stopped and counted) are the same code as before, only without the start-up.
   that still cannot use one runs the per-call way (`ProcessResult.launch` says which ran).
 - Each launcher dies with the toolkit's process (`PR_SET_PDEATHSIG`), and its forks with it, so
   no command outlives the toolkit; it is also closed at interpreter exit.
-- The exchange per command (a request, then a pid and a pidfd back) is synchronous: the fork
-  answers in well under a millisecond, less than handing it to a thread would cost.
+- A launcher is started in a thread (`Launchers.prepare`), so that its start-up does not hold
+  the toolkit's event loop; the exchange per command (a request, then a pid and a pidfd back)
+  is synchronous: the fork answers in well under a millisecond, less than handing it to a
+  thread would cost.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import atexit
 import contextvars
 import functools
@@ -115,6 +118,24 @@ class _Resident:
         finally:
             theirs.close()
         self.sock.settimeout(_ANSWER_TIMEOUT)
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        """Wait for the launcher's start-up (an interpreter, its imports; under bwrap, bwrap's
+        set-up too): it says `ready` once it listens.
+
+        Raises:
+            _Dead: it exited or did not answer in time.
+        """
+        if self.ready:
+            return
+        try:
+            answer = self.sock.recv(16)
+        except OSError as exc:
+            raise _Dead from exc
+        if answer != b"ready":
+            raise _Dead
+        self.ready = True
 
     def launch(self, request: bytes, fds: Sequence[int]) -> Launched | None:
         """Fork a command; None when the launcher cannot fork (say, out of processes).
@@ -122,6 +143,7 @@ class _Resident:
         Raises:
             _Dead: the launcher is gone or does not answer.
         """
+        self.wait_ready()
         rights = array.array("i", fds).tobytes()
         try:
             self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
@@ -134,12 +156,16 @@ class _Resident:
                 pidfds.frombytes(payload[: len(payload) - len(payload) % pidfds.itemsize])
         if not answer:
             raise _Dead
-        word, _, rest = answer.decode().partition(" ")
+        word = answer.decode().partition(" ")[0]
         if word != "pid" or len(pidfds) != 1:
             for fd in pidfds:
                 os.close(fd)
             return None
         return Launched(pid=_pid_of(pidfds[0]), pidfd=pidfds[0])
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.close()
 
     def close(self) -> None:
         """Close the socket (the launcher exits at its end, and its forks with it: their
@@ -235,14 +261,37 @@ class Launchers:
                 except _Dead:
                     # Found dead (or hung): start a new one, and retry this call once.
                     del self._by_policy[policy]
-                    resident.proc.kill()  # pyright: ignore[reportOptionalMemberAccess]
-                    resident.close()  # pyright: ignore[reportOptionalMemberAccess]
+                    resident.kill()  # pyright: ignore[reportOptionalMemberAccess]
                     if attempt == 2:
                         self._broken.add(policy)
                         return None
                 except OSError:
                     return None  # cannot start an interpreter: the per-call way says why
         return None
+
+    async def prepare(self, policy: str, *, wrapper: Sequence[str] = ()) -> None:
+        """Start the launcher for `policy` if none runs, in a thread: its start-up (tens of
+        milliseconds, more under bwrap) must not hold the toolkit's event loop, whose other
+        tasks go on meanwhile. `launch` then finds it ready; a start that fails here is left
+        to `launch`, which retries and falls back to the per-call way."""
+        with self._lock:
+            if (
+                self._closed
+                or policy in self._by_policy
+                or policy in self._broken
+                or os.getpid() != self._pid
+                or unavailable()
+            ):
+                return
+        try:
+            resident = await asyncio.to_thread(_started, wrapper)
+        except (OSError, _Dead):
+            return
+        with self._lock:
+            if self._closed or policy in self._by_policy:
+                resident.kill()  # closed meanwhile, or another call started one first
+                return
+            self._by_policy[policy] = resident
 
     def close(self) -> None:
         """Stop every launcher (and what its forks still run). Safe to call twice."""
@@ -255,6 +304,17 @@ class Launchers:
         for resident in residents:
             resident.close()
         _open.discard(self)
+
+
+def _started(wrapper: Sequence[str]) -> _Resident:
+    """A new launcher, once ready (run in a thread by `Launchers.prepare`)."""
+    resident = _Resident(wrapper)
+    try:
+        resident.wait_ready()
+    except BaseException:
+        resident.kill()
+        raise
+    return resident
 
 
 _open: weakref.WeakSet[Launchers] = weakref.WeakSet()

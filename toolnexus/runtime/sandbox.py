@@ -1050,7 +1050,7 @@ def _bwrap(
             args += _launcher({"rlimits": policy.rlimits})
         else:
             args += [prlimit, *(f"--{k.lower()}={v}" for k, v in policy.rlimits.items()), "--"]
-    tmp = None if policy.filesystem == "full" else "ro" if policy.filesystem == "read-only" else "rw"
+    tmp = {"full": None, "read-only": "ro"}.get(policy.filesystem, "rw")
     caps = [arg for cap in _fresh.CAPS for arg in ("--cap-add", cap)]
     resident = ResidentBwrap(
         wrapper=(*prefix, *caps, "--chdir", "/", "--"),
