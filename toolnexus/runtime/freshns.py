@@ -9,9 +9,10 @@ of the resident launcher that runs the command, without a bwrap or an interprete
 - `new_pid_namespace` (in the command's reaper): the reaper's next child is pid 1 of a new pid
   namespace, so the command's processes see nothing of other calls and all die with pid 1;
 - `enter` (in that pid 1): new mount, IPC and UTS namespaces (and network, with the loopback
-  up, as bwrap does), a fresh tmpfs on /tmp and /dev holding exactly the mounts, folders and
-  symlinks bwrap put there (the resident's binds, cloned with `open_tree`), a new devpts, a new
-  /proc with bwrap's read-only covers, then every capability dropped.
+  up, as bwrap does), a fresh tmpfs on a writable /tmp holding exactly the mounts, folders and
+  symlinks bwrap put there (the resident's binds, cloned with `open_tree`), a fresh /dev/shm
+  and devpts (the resident's /dev is otherwise read-only: nothing else there is written to), a
+  new /proc with bwrap's read-only covers, then every capability dropped.
 
 The resident launcher holds CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP for this (bwrap's
 `--cap-add`); nothing the command runs keeps any: `enter` drops them (bounding set, securebits
@@ -114,17 +115,15 @@ def _plan(folder: str) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _build(folder: str, plan: list[tuple[str, str, Any]], *, skip: frozenset[str]) -> None:
+def _build(folder: str, plan: list[tuple[str, str, Any]]) -> None:
     for name, kind, detail in plan:
         path = os.path.join(folder, name)
-        if name in skip:
-            os.mkdir(path, 0o755)
-        elif kind == "link":
+        if kind == "link":
             os.symlink(detail, path)
         elif kind == "dir":
             os.mkdir(path)
             os.chmod(path, detail[1])
-            _build(path, detail[0], skip=frozenset())
+            _build(path, detail[0])
         else:
             if kind == "mount-dir":
                 os.mkdir(path, 0o755)
@@ -140,18 +139,16 @@ def _build(folder: str, plan: list[tuple[str, str, Any]], *, skip: frozenset[str
                 os.close(detail)
 
 
-def _renew(folder: str, *, readonly: bool, skip: frozenset[str] = frozenset()) -> None:
+def _renew(folder: str) -> None:
     """Mount a fresh tmpfs on `folder` that holds what bwrap put in the old one (nothing the
     earlier commands wrote there)."""
     mode = os.stat(folder).st_mode & 0o7777
     plan = _plan(folder)
     try:
         _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode:o}")
-        _build(folder, plan, skip=skip)
+        _build(folder, plan)
     finally:
         _close_plan(plan)
-    if readonly:
-        _mount(None, folder, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
 def _close_plan(plan: list[tuple[str, str, Any]]) -> None:
@@ -179,9 +176,11 @@ def enter(fresh: dict[str, Any], cwd: str) -> None:
     namespaces, a fresh /tmp, /dev and /proc, then no capability left (see the module)."""
     _unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS | (_CLONE_NEWNET if fresh["net"] else 0))
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    if fresh["tmp"]:
-        _renew("/tmp", readonly=fresh["tmp"] == "ro")
-    _renew("/dev", readonly=False, skip=frozenset({"pts"}))
+    if fresh["tmp"] == "rw":  # a read-only /tmp holds nothing a command could leave
+        _renew("/tmp")
+    # The resident's /dev is read-only (`--remount-ro /dev`): only /dev/shm is written to.
+    mode = os.stat("/dev/shm").st_mode & 0o7777
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode:o}")
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC,
            "newinstance,ptmxmode=0666,mode=620")  # fmt: skip
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)

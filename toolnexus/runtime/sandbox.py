@@ -1053,7 +1053,7 @@ def _bwrap(
     tmp = {"full": None, "read-only": "ro"}.get(policy.filesystem, "rw")
     caps = [arg for cap in _fresh.CAPS for arg in ("--cap-add", cap)]
     resident = ResidentBwrap(
-        wrapper=(*prefix, *caps, "--chdir", "/", "--"),
+        wrapper=(*prefix, "--remount-ro", "/dev", *caps, "--chdir", "/", "--"),
         inner=(*args[inner_at:], *argv),
         cwd=str(_real(cwd)),
         fresh={"tmp": tmp, "net": policy.network is False, "init": policy.network is not False},
