@@ -35,6 +35,10 @@ import os
 import sys
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__: list[str] = []
 
 _PR_SET_PDEATHSIG = 1
@@ -327,11 +331,17 @@ well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
 
 
 def resident(argv: list[str]) -> int:
-    import array
-    import json
+    import array  # noqa: F401 (array and json: loaded once here, for every spare)
+    import gc
+    import json  # noqa: F401
     import socket
 
     import launcher  # noqa: F401 (imported once here, so that Landlock forks find it loaded)
+
+    # Every fork would otherwise write to pages of this heap (collections, reference counts of
+    # the objects a collection visits), copying them: the heap is done growing, so freeze it.
+    gc.disable()
+    gc.freeze()
 
     sock = socket.socket(fileno=int(argv[1]))
     parent = int(argv[2])
@@ -345,58 +355,86 @@ def resident(argv: list[str]) -> int:
     me = os.getpid()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    # Children are reaped in the loop below only (a handler could reap a fork before its pidfd
-    # is opened); the signal only wakes the loop up.
+    # Children are reaped in the loop below only; the signal only wakes the loop up.
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     import select
 
     sock.send(b"ready")  # the toolkit waits for this in a thread, not on its event loop
 
+    # The fork that will serve the next request is made in advance (a spare): forking this
+    # interpreter costs most of a millisecond, which is then not on any call's path.
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
-        if wake_r in ready:
-            os.read(wake_r, 4096)
-            _reap_forks()
-        if sock not in ready:
-            continue
-        fds = array.array("i")
-        try:
-            data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(4 * fds.itemsize))
-        except InterruptedError:
-            continue
-        if not data:
-            return 0  # the toolkit closed its end: its forks die with this process
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-        try:
-            request = json.loads(data)
-            pid = os.fork()
-        except (OSError, ValueError) as exc:
-            for fd in fds:
-                os.close(fd)
-            sock.send(f"error {exc}".encode())
-            continue
+        taken_r, taken_w = os.pipe()
+        pid = os.fork()
         if pid == 0:
             code = 126
             try:
                 signal.set_wakeup_fd(-1)
-                for fd in (sock.fileno(), wake_r, wake_w):
+                for fd in (wake_r, wake_w, taken_r):
                     os.close(fd)
-                code = _forked(request, list(fds), parent=me)
+                code = _spare(sock, taken_w, parent=me)
             except BaseException as exc:  # noqa: BLE001 (the fork never returns into the loop)
                 os.write(2, f"toolnexus: the resident launcher's fork failed: {exc}\n".encode())
             os._exit(code)
+        os.close(taken_w)
+        while True:
+            ready, _, _ = select.select([taken_r, wake_r], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                _reap_forks()
+            if taken_r in ready:
+                said = os.read(taken_r, 1)
+                break
+        os.close(taken_r)
+        if said == b"c":
+            return 0  # the toolkit closed its end: the forks die with this process
+        # b"t": the spare took a request; b"": it died idle. Either way, make the next one.
+
+
+def _spare(sock: Any, taken: int, *, parent: int) -> int:
+    """A fork of the resident launcher waiting for the next request: it reads one, answers
+    with its own pid and a pidfd of itself, tells the launcher (which makes the next spare),
+    and becomes the command's reaper."""
+    import array
+    import json
+    import socket
+
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # idle, it dies with the launcher
+    if os.getppid() != parent:
+        return 125
+    fds = array.array("i")
+    while True:
+        try:
+            data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(4 * fds.itemsize))
+            break
+        except InterruptedError:
+            continue
+    if not data:
+        os.write(taken, b"c")
+        return 0
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    try:
+        request = json.loads(data)
+        pidfd = os.pidfd_open(os.getpid())
+    except (OSError, ValueError) as exc:
         for fd in fds:
             os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        try:
-            sock.sendmsg([f"pid {pid}".encode()], [
-                (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())
-            ])  # fmt: skip
-        finally:
-            os.close(pidfd)
+        sock.send(f"error {exc}".encode())
+        os.write(taken, b"t")
+        return 0
+    try:
+        sock.sendmsg([f"pid {os.getpid()}".encode()], [
+            (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())
+        ])  # fmt: skip
+    finally:
+        os.close(pidfd)
+        os.write(taken, b"t")
+        os.close(taken)
+        sock.close()
+    return _forked(request, list(fds), parent=parent)
 
 
 def _reap_forks() -> None:
