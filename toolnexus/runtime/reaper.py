@@ -314,16 +314,18 @@ def run(
 
 # --- the resident launcher ------------------------------------------------------------------
 # `resident([_, SOCKET_FD, PARENT])`, in a `python -I -S` child of the toolkit started once per
-# toolkit and policy (`resident.py` is the toolkit's side); it says `ready` once it listens. It
-# has imported this module and the sandbox launcher once; per command it forks, and the fork
-# becomes the command's reaper exactly as a fresh `python -I -S reaper` would (`run`), without
-# an interpreter start-up.
+# toolkit and policy (`resident.py` is the toolkit's side; under bwrap, inside a resident bwrap,
+# PARENT 0); it says `ready` once it listens. It has imported this module and the sandbox
+# launcher once, and always keeps one fork of itself waiting for the next request (`_spare`):
+# that fork reads it, answers, and becomes the command's reaper exactly as a fresh
+# `python -I -S reaper` would (`run`), without an interpreter start-up and without a fork on
+# the call's path; the launcher then makes the next spare.
 #
 # A request is one SOCK_SEQPACKET message: JSON {"argv", "env", "cwd", "grace", "stdin",
-# "merge"} with, as SCM_RIGHTS, the command's stdin (when "stdin" is true), stdout, stderr
-# (unless "merge") and the status pipe. The answer is `pid N` with a pidfd of the fork (so the
-# toolkit waits for a process that is not its child, without a pid-reuse race: the fork is not
-# reaped before its pidfd exists), or `error MESSAGE`.
+# "merge", and under bwrap "fresh" (`freshns.enter`)} with, as SCM_RIGHTS, the command's stdin
+# (when "stdin" is true), stdout, stderr (unless "merge") and the status pipe. The answer is
+# `pid N` with a pidfd of the fork (so the toolkit waits for a process that is not its child,
+# without a pid-reuse race: the fork answers before it can end), or `error MESSAGE`.
 
 REQUEST_MAX = 150_000
 """Bytes of one request at most (a larger one, say a huge environment, runs the per-call way):

@@ -3,12 +3,15 @@
 Starting a fresh `python -I -S` reaper for every command costs an interpreter start-up and the
 import of the reaper and the sandbox launcher, several times what the command itself costs for
 `true` (issue 21). A resident launcher is one such interpreter, started on first use, that has
-imported that code once and forks per command; the fork becomes the command's reaper, so the
-reaper's guarantees (subreaper, parent-death signal, whole-tree kill, kill grace, leftovers
-stopped and counted) are the same code as before, only without the start-up.
+imported that code once and forks per command (in advance: a spare fork waits for the next
+request); the fork becomes the command's reaper, so the reaper's guarantees (subreaper,
+parent-death signal, whole-tree kill, kill grace, leftovers stopped and counted) are the same
+code as before, only without the start-up.
 
 - A `Launchers` belongs to one toolkit (it is closed with it) and holds one resident launcher
-  per sandbox policy: never shared between toolkits, nor across policies.
+  per sandbox policy: never shared between toolkits, nor across policies. Under bwrap the
+  launcher runs inside one bwrap per policy and exact set of binds (`sandbox.ResidentBwrap`),
+  and its forks give each command the namespaces a bwrap per call gave it (`freshns.py`).
 - A launcher that died is started again, and the call that found it dead retries once; a call
   that still cannot use one runs the per-call way (`ProcessResult.launch` says which ran).
 - Each launcher dies with the toolkit's process (`PR_SET_PDEATHSIG`), and its forks with it, so
