@@ -171,7 +171,7 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, _SIOCSIFFLAGS, name + struct.pack("H", flags | _IFF_UP) + bytes(22))
 
 
-def enter(fresh: dict[str, Any], cwd: str) -> None:
+def enter(fresh: dict[str, Any]) -> None:
     """In pid 1 of the command's pid namespace: its own mount, IPC, UTS (and network)
     namespaces, a fresh /tmp, /dev and /proc, then no capability left (see the module)."""
     _unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS | (_CLONE_NEWNET if fresh["net"] else 0))
@@ -191,8 +191,7 @@ def enter(fresh: dict[str, Any], cwd: str) -> None:
             _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     if fresh["net"]:
         _loopback_up()
-    os.chdir(cwd)  # through the new mounts (the old cwd may lie under the old /tmp)
-    drop_capabilities()
+    drop_capabilities()  # the caller then goes to its folder, through the new mounts
     # Dumpable again, as a process bwrap starts is: without capabilities it is no target, and
     # the launcher's supervisor must be able to take its child's seccomp listener.
     _check(_c().prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")

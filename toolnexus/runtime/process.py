@@ -218,6 +218,8 @@ class _Child:
     status: asyncio.StreamReader | None
     """The reaper's report, None when the command runs without it (under bwrap)."""
     transport: asyncio.BaseTransport | None
+    head: bytes = b""
+    """The report's first line when it was read already (a resident launcher's `started`)."""
 
     @property
     def pid(self) -> int:
@@ -263,7 +265,7 @@ class _Child:
         if self.status is None:
             return _Report()
         try:
-            text = await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
+            text = self.head + await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
         except TimeoutError:
             text = b""
         self.close()
@@ -403,7 +405,11 @@ async def _spawn_resident(
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
     inside = wrapped.resident
-    await launchers.prepare(key, wrapper=() if inside is None else inside.wrapper)
+    wrapper = () if inside is None else inside.wrapper
+    mode: dict[str, object] = {"launcher": True} if wrapped.mechanism == "landlock" else {}
+    if inside is not None:
+        mode = {"fresh": dict(inside.fresh)}
+    await launchers.prepare(key, wrapper=wrapper, mode=mode)
     loop = asyncio.get_running_loop()
     theirs: list[int] = []
     transports: list[asyncio.BaseTransport] = []
@@ -437,8 +443,7 @@ async def _spawn_resident(
             key, argv=wrapped.argv if inside is None else inside.inner, env=wrapped.env,
             cwd=str(cwd) if inside is None else inside.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
-            wrapper=() if inside is None else inside.wrapper,
-            fresh=None if inside is None else inside.fresh,
+            wrapper=wrapper, mode=mode,
         )  # fmt: skip
     finally:
         for fd in theirs:
@@ -474,12 +479,18 @@ async def _spawn(
     """
     launchers = current_launchers.get()
     key = _policy_key(wrapped, sandbox)
-    if launchers is not None and key is not None:
+    for _ in range(2):
+        if launchers is None or key is None:
+            break
         child = await _spawn_resident(
             wrapped, launchers, key, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
         )
-        if child is not None:
+        if child is None:
+            break
+        if await _started(child):
             return child
+        # Its launcher died between the answer and the start (under bwrap its forks outlive
+        # the bwrap they die with by a moment): nothing ran; the launcher is started again.
     argv: Sequence[str] = wrapped.argv
     read_fd = write_fd = None
     if wrapped.mechanism != "bwrap":
@@ -524,6 +535,26 @@ async def _spawn(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
     return _Child(proc, reader, transport)
+
+
+async def _started(child: _Child) -> bool:
+    """Read a resident reaper's first report line (`started` or `error`); False, with the
+    child released, when it ended before it started anything."""
+    assert child.status is not None
+    try:
+        child.head = await child.status.readline()
+    except BaseException:
+        child.abort()
+        child.close()
+        child.release()
+        raise
+    if child.head:
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(child.proc.wait(), _DRAIN_TIMEOUT)
+    child.close()
+    child.release()
+    return False
 
 
 def _cleanup(wrapped: WrappedCommand) -> None:
@@ -797,7 +828,7 @@ async def start_process(
         raise
     if child.status is not None:
         try:
-            first = await child.status.readline()
+            first = child.head or await child.status.readline()
         except BaseException:
             child.abort()
             child.close()

@@ -196,7 +196,8 @@ def _spawn(command: list[str], fresh: dict[str, object] | None = None) -> int:
             if fresh is not None:
                 import freshns
 
-                freshns.enter(fresh, str(fresh["cwd"]))
+                freshns.enter(fresh)
+                os.chdir(str(fresh["cwd"]))  # through the new mounts
                 if fresh["init"]:
                     os._exit(_init(command, launcher))
             os._exit(_become(command, launcher))
@@ -254,13 +255,20 @@ def main(argv: list[str]) -> int:
 
 
 def run(
-    fd: int, parent: int, grace: float, command: list[str], fresh: dict[str, object] | None = None
+    fd: int,
+    parent: int,
+    grace: float,
+    command: list[str],
+    *,
+    fresh: dict[str, object] | None = None,
+    prepared: _Prepared | None = None,
 ) -> int:
     """Be the command's reaper (see the module's docstring); return this process's exit code.
 
     `parent` is the process whose death ends the command: the toolkit for a fresh reaper, the
     resident launcher for a forked one (which itself dies with the toolkit). `fresh`: in a
-    resident bwrap, what the command's own namespaces hold (`freshns`)."""
+    resident bwrap, what the command's own namespaces hold (`freshns`). `prepared`: the
+    command's process, forked (and under bwrap set up) before the request came."""
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
@@ -269,11 +277,14 @@ def run(
     if os.getppid() != parent:
         return 125  # the toolkit died before the command started: start nothing
     try:
-        if fresh is not None:
-            import freshns
+        if prepared is not None:
+            pid = prepared.start(command)
+        else:
+            if fresh is not None:
+                import freshns
 
-            freshns.new_pid_namespace()
-        pid = _spawn(command, fresh)
+                freshns.new_pid_namespace()
+            pid = _spawn(command, fresh)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
@@ -333,9 +344,9 @@ well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
 
 
 def resident(argv: list[str]) -> int:
-    import array  # noqa: F401 (array and json: loaded once here, for every spare)
+    import array  # noqa: F401 (loaded once here, for every spare)
     import gc
-    import json  # noqa: F401
+    import json
     import socket
 
     import launcher  # noqa: F401 (imported once here, so that Landlock forks find it loaded)
@@ -347,6 +358,7 @@ def resident(argv: list[str]) -> int:
 
     sock = socket.socket(fileno=int(argv[1]))
     parent = int(argv[2])
+    mode: dict[str, Any] = json.loads(argv[3]) if len(argv) > 3 else {}
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent == 0:  # inside a resident bwrap (its --die-with-parent watches the toolkit)
         import freshns
@@ -375,7 +387,7 @@ def resident(argv: list[str]) -> int:
                 signal.set_wakeup_fd(-1)
                 for fd in (wake_r, wake_w, taken_r):
                     os.close(fd)
-                code = _spare(sock, taken_w, parent=me)
+                code = _spare(sock, taken_w, parent=me, mode=mode)
             except BaseException as exc:  # noqa: BLE001 (the fork never returns into the loop)
                 os.write(2, f"toolnexus: the resident launcher's fork failed: {exc}\n".encode())
             os._exit(code)
@@ -394,10 +406,14 @@ def resident(argv: list[str]) -> int:
         # b"t": the spare took a request; b"": it died idle. Either way, make the next one.
 
 
-def _spare(sock: Any, taken: int, *, parent: int) -> int:
+def _spare(sock: Any, taken: int, *, parent: int, mode: dict[str, Any]) -> int:
     """A fork of the resident launcher waiting for the next request: it reads one, answers
     with its own pid and a pidfd of itself, tells the launcher (which makes the next spare),
-    and becomes the command's reaper."""
+    and becomes the command's reaper.
+
+    With the Landlock launcher or in a resident bwrap (`mode`), the command's own process is
+    forked before the request too (`_Prepared`), and under bwrap its namespaces are made then:
+    a call finds them ready."""
     import array
     import json
     import socket
@@ -405,6 +421,13 @@ def _spare(sock: Any, taken: int, *, parent: int) -> int:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # idle, it dies with the launcher
     if os.getppid() != parent:
         return 125
+    os.setsid()  # the command's session, its prepared process included
+    prepared = None
+    if mode:
+        try:
+            prepared = _Prepared(mode)
+        except OSError:
+            prepared = None  # forked at the request instead (which reports what fails)
     fds = array.array("i")
     while True:
         try:
@@ -414,7 +437,7 @@ def _spare(sock: Any, taken: int, *, parent: int) -> int:
             continue
     if not data:
         os.write(taken, b"c")
-        return 0
+        return 0  # the prepared process sees its socket end and leaves
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
@@ -436,7 +459,7 @@ def _spare(sock: Any, taken: int, *, parent: int) -> int:
         os.write(taken, b"t")
         os.close(taken)
         sock.close()
-    return _forked(request, list(fds), parent=parent)
+    return _forked(request, list(fds), parent=parent, mode=mode, prepared=prepared)
 
 
 def _reap_forks() -> None:
@@ -449,10 +472,15 @@ def _reap_forks() -> None:
             return
 
 
-def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
-    """In the fork: become the command's reaper, in its own session, with its pipes, folder
-    and environment."""
-    os.setsid()
+def _forked(
+    request: dict[str, object],
+    fds: list[int],
+    *,
+    parent: int,
+    mode: dict[str, Any],
+    prepared: _Prepared | None,
+) -> int:
+    """In the spare: become the command's reaper, with its pipes, folder and environment."""
     status = fds.pop()
     stdin = fds.pop(0) if request["stdin"] else os.open(os.devnull, os.O_RDONLY)
     stdout = fds.pop(0)
@@ -471,7 +499,99 @@ def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
         return code
     os.environ.clear()
     os.environ.update(request["env"])  # type: ignore[arg-type]
-    fresh = request.get("fresh")
+    fresh = mode.get("fresh")
     if isinstance(fresh, dict):
         fresh = {**fresh, "cwd": request["cwd"]}
-    return run(status, parent, float(request["grace"]), command, fresh)  # type: ignore[arg-type]
+    grace = float(request["grace"])  # type: ignore[arg-type]
+    return run(status, parent, grace, command, fresh=fresh, prepared=prepared)
+
+
+class _Prepared:
+    """The command's process, forked by a spare before the request (`_await_command`): in a
+    resident bwrap it is pid 1 of the command's new pid namespace and has made its other
+    namespaces and dropped its capabilities already. `start` hands it the command, with the
+    reaper's standard streams, folder and environment, over a socket pair."""
+
+    def __init__(self, mode: dict[str, Any]) -> None:
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if mode.get("fresh"):
+            import freshns
+
+            freshns.new_pid_namespace()
+        pid = os.fork()
+        if pid == 0:
+            code = 126
+            try:
+                ours.close()
+                code = _await_command(theirs, mode)
+            except BaseException as exc:  # noqa: BLE001 (never return into the spare)
+                os.write(2, f"toolnexus sandbox: cannot start the command: {exc}\n".encode())
+            os._exit(code)
+        theirs.close()
+        self.pid = pid
+        self.sock = ours
+
+    def start(self, command: list[str]) -> int:
+        """Run `command` in the prepared process; its pid (OSError: it is gone)."""
+        import array
+        import json
+        import socket
+
+        fields = {"argv": command, "env": dict(os.environ), "cwd": os.getcwd()}
+        try:
+            self.sock.sendmsg([json.dumps(fields).encode()], [
+                (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]).tobytes())
+            ])  # fmt: skip
+        finally:
+            self.sock.close()
+        return self.pid
+
+
+def _await_command(sock: Any, mode: dict[str, Any]) -> int:
+    """The prepared process: set up what does not depend on the command, wait for it, run it
+    as `_spawn`'s child would have. A set-up that failed is reported on the command's stderr
+    once there is one, and nothing runs."""
+    import array
+    import json
+    import socket
+
+    for sig in _RESET:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    fresh = mode.get("fresh")
+    failure = None
+    if fresh:
+        import freshns
+
+        try:
+            freshns.enter(fresh)
+        except OSError as exc:
+            failure = exc
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(3 * fds.itemsize))
+    if not data:
+        return 0  # the spare is gone, or took no request
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    for fd, std in zip(fds, (0, 1, 2), strict=True):
+        os.dup2(fd, std)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sock.close()
+    if failure is not None:
+        os.write(2, f"toolnexus sandbox: cannot start the command: {failure}\n".encode())
+        return 126
+    request = json.loads(data)
+    command = [str(a) for a in request["argv"]]
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    launcher = command[:4] == [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]
+    if fresh and fresh["init"]:
+        return _init(command, launcher)
+    return _become(command, launcher)

@@ -89,7 +89,9 @@ class _Resident:
     """One resident launcher process and the socket to it; `wrapper` (a resident bwrap's
     command line) runs it inside the policy's sandbox."""
 
-    def __init__(self, wrapper: Sequence[str] = ()) -> None:
+    def __init__(
+        self, wrapper: Sequence[str] = (), mode: Mapping[str, object] | None = None
+    ) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         folder = os.path.dirname(reaper.__file__)
@@ -107,6 +109,7 @@ class _Resident:
                     # Inside bwrap the toolkit's pid means nothing: bwrap's --die-with-parent
                     # watches it instead.
                     "0" if wrapper else str(os.getpid()),
+                    json.dumps(dict(mode or {})),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -228,7 +231,7 @@ class Launchers:
         stderr: int | None,
         status: int,
         wrapper: Sequence[str] = (),
-        fresh: Mapping[str, object] | None = None,
+        mode: Mapping[str, object] | None = None,
     ) -> Launched | None:
         """Fork `argv` under its reaper in the launcher for `policy` (a key naming the sandbox
         policy exactly); None when no resident launcher can run it (closed, forked toolkit,
@@ -236,14 +239,14 @@ class Launchers:
         per-call way.
 
         `stderr` None merges it into `stdout`; `stdin` None reads /dev/null. `wrapper` starts
-        the launcher inside a resident bwrap (`policy` must then name its binds too), whose
-        forks give each command the namespaces `fresh` describes (`freshns.enter`)."""
+        the launcher inside a resident bwrap (`policy` must then name its binds too). `mode`
+        says what the launcher prepares before each request (`reaper._spare`): the command's
+        process for the Landlock launcher (`{"launcher": true}`), and in a resident bwrap its
+        namespaces too (`{"fresh": ...}`, `freshns.enter`); both are fixed per `policy`."""
         if self._closed or os.getpid() != self._pid or unavailable():
             return None  # a forked toolkit must not talk to its parent's launchers
         fields = {"argv": list(argv), "env": dict(env), "cwd": cwd, "grace": grace}
         fields |= {"stdin": stdin is not None, "merge": stderr is None}
-        if fresh is not None:
-            fields["fresh"] = dict(fresh)
         request = json.dumps(fields, separators=(",", ":")).encode()
         if len(request) > reaper.REQUEST_MAX:
             return None
@@ -253,13 +256,19 @@ class Launchers:
                 if self._closed:
                     return None
                 resident = self._by_policy.get(policy)
+                if resident is not None and resident.proc.poll() is not None:
+                    # Its process is gone (under bwrap, the forks inside may answer a moment
+                    # longer, then die with the namespace): start a new one now.
+                    del self._by_policy[policy]
+                    resident.kill()
+                    resident = None
                 if policy in self._broken or (
                     resident is None and len(self._by_policy) >= _MAX_RESIDENTS
                 ):
                     return None
                 try:
                     if resident is None:
-                        resident = self._by_policy[policy] = _Resident(wrapper)
+                        resident = self._by_policy[policy] = _Resident(wrapper, mode)
                     return resident.launch(request, fds)
                 except _Dead:
                     # Found dead (or hung): start a new one, and retry this call once.
@@ -272,7 +281,13 @@ class Launchers:
                     return None  # cannot start an interpreter: the per-call way says why
         return None
 
-    async def prepare(self, policy: str, *, wrapper: Sequence[str] = ()) -> None:
+    async def prepare(
+        self,
+        policy: str,
+        *,
+        wrapper: Sequence[str] = (),
+        mode: Mapping[str, object] | None = None,
+    ) -> None:
         """Start the launcher for `policy` if none runs, in a thread: its start-up (tens of
         milliseconds, more under bwrap) must not hold the toolkit's event loop, whose other
         tasks go on meanwhile. `launch` then finds it ready; a start that fails here is left
@@ -287,7 +302,7 @@ class Launchers:
             ):
                 return
         try:
-            resident = await asyncio.to_thread(_started, wrapper)
+            resident = await asyncio.to_thread(_started, wrapper, mode)
         except (OSError, _Dead):
             return
         with self._lock:
@@ -309,9 +324,9 @@ class Launchers:
         _open.discard(self)
 
 
-def _started(wrapper: Sequence[str]) -> _Resident:
+def _started(wrapper: Sequence[str], mode: Mapping[str, object] | None) -> _Resident:
     """A new launcher, once ready (run in a thread by `Launchers.prepare`)."""
-    resident = _Resident(wrapper)
+    resident = _Resident(wrapper, mode)
     try:
         resident.wait_ready()
     except BaseException:
