@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from . import reaper
-from .resident import Launchers, current_launchers
+from .resident import Launchers, ResidentPlan, current_launchers, resident_plan
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -380,20 +380,10 @@ def _reaper_argv(status_fd: int, grace: float) -> list[str]:
             str(os.getpid()), repr(grace), "--"]  # fmt: skip
 
 
-def _policy_key(wrapped: WrappedCommand, sandbox: SandboxPolicy | None) -> str | None:
-    """The resident launcher a command may use: one per mechanism and exact policy, and under
-    bwrap per exact set of binds too (`ResidentBwrap.key`); None: it runs the per-call way."""
-    if wrapped.mechanism == "bwrap":
-        if wrapped.resident is None:
-            return None
-        return f"bwrap {sandbox!r} {wrapped.resident.key}"
-    return f"{wrapped.mechanism} {sandbox!r}"
-
-
 async def _spawn_resident(
     wrapped: WrappedCommand,
     launchers: Launchers,
-    key: str,
+    plan: ResidentPlan,
     *,
     cwd: Path,
     stdin: bool,
@@ -404,12 +394,7 @@ async def _spawn_resident(
 
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
-    inside = wrapped.resident
-    wrapper = () if inside is None else inside.wrapper
-    mode: dict[str, object] = {"launcher": True} if wrapped.mechanism == "landlock" else {}
-    if inside is not None:
-        mode = {"fresh": dict(inside.fresh)}
-    await launchers.prepare(key, wrapper=wrapper, mode=mode)
+    await launchers.prepare(plan.key, wrapper=plan.wrapper, mode=plan.mode)
     loop = asyncio.get_running_loop()
     theirs: list[int] = []
     transports: list[asyncio.BaseTransport] = []
@@ -440,10 +425,9 @@ async def _spawn_resident(
         err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
         status, status_w = await reader(2**16)
         launched = launchers.launch(
-            key, argv=wrapped.argv if inside is None else inside.inner, env=wrapped.env,
-            cwd=str(cwd) if inside is None else inside.cwd, grace=grace,
+            plan.key, argv=plan.argv, env=wrapped.env, cwd=plan.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
-            wrapper=wrapper, mode=mode,
+            wrapper=plan.wrapper, mode=plan.mode,
         )  # fmt: skip
     finally:
         for fd in theirs:
@@ -478,12 +462,12 @@ async def _spawn(
     shielded and, if cancelled, finished and its tree killed before the cancellation goes on.
     """
     launchers = current_launchers.get()
-    key = _policy_key(wrapped, sandbox)
+    plan = resident_plan(wrapped, sandbox, cwd=cwd)
     for _ in range(2):
-        if launchers is None or key is None:
+        if launchers is None or plan is None:
             break
         child = await _spawn_resident(
-            wrapped, launchers, key, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
+            wrapped, launchers, plan, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
         )
         if child is None:
             break

@@ -38,10 +38,12 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import reaper
+from .sandbox import SandboxPolicy, WrappedCommand
 
-__all__ = ["Launchers", "current_launchers", "unavailable"]
+__all__ = ["Launchers", "ResidentPlan", "current_launchers", "resident_plan", "unavailable"]
 
 current_launchers: contextvars.ContextVar[Launchers | None] = contextvars.ContextVar(
     "toolnexus_launchers", default=None
@@ -71,6 +73,48 @@ def unavailable() -> str | None:
             f"pidfd_open: {exc.strerror} (Linux 5.3 or later): every command starts its own reaper"
         )
     return None
+
+
+@dataclass(frozen=True)
+class ResidentPlan:
+    """How a wrapped command runs on a resident launcher: the arguments of `Launchers.prepare`
+    and `Launchers.launch` besides the command's streams and environment."""
+
+    key: str
+    """The launcher it uses: one per mechanism and exact policy (under bwrap, and exact set of
+    binds: `ResidentBwrap.key`)."""
+    argv: tuple[str, ...]
+    """What the launcher's fork runs (under bwrap, what runs inside it)."""
+    cwd: str
+    wrapper: tuple[str, ...]
+    """The resident bwrap's command line (empty without bwrap)."""
+    mode: Mapping[str, object]
+    """What the launcher prepares before each request (see `Launchers.launch`)."""
+
+
+def resident_plan(
+    wrapped: WrappedCommand, policy: SandboxPolicy | None, *, cwd: Path
+) -> ResidentPlan | None:
+    """The plan for `wrapped` (made by `sandbox.wrap_command` for `policy`, or unwrapped),
+    or None when it must run the per-call way (a bwrap command without a resident form)."""
+    if wrapped.mechanism == "bwrap":
+        inside = wrapped.resident
+        if inside is None:
+            return None
+        return ResidentPlan(
+            key=f"bwrap {policy!r} {inside.key}",
+            argv=inside.inner,
+            cwd=inside.cwd,
+            wrapper=inside.wrapper,
+            mode={"fresh": dict(inside.fresh)},
+        )
+    return ResidentPlan(
+        key=f"{wrapped.mechanism} {policy!r}",
+        argv=wrapped.argv,
+        cwd=str(cwd),
+        wrapper=(),
+        mode={"launcher": True} if wrapped.mechanism == "landlock" else {},
+    )
 
 
 class _Dead(Exception):

@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_ENV_ALLOW",
     "Mechanism",
     "MechanismStatus",
+    "ResidentBwrap",
     "SandboxPolicy",
     "SandboxSupport",
     "WrappedCommand",
