@@ -349,7 +349,9 @@ def resident(argv: list[str]) -> int:
     import json
     import socket
 
-    import launcher  # noqa: F401 (imported once here, so that Landlock forks find it loaded)
+    import launcher  # imported once here, so that Landlock forks find it loaded
+
+    launcher._libc()  # and libc loaded, which every confined fork calls
 
     # Every fork would otherwise write to pages of this heap (collections, reference counts of
     # the objects a collection visits), copying them: the heap is done growing, so freeze it.
