@@ -1067,6 +1067,9 @@ def bench_launch() -> None:
         }
         if with_bwrap.bwrap.available:
             variants["ours, same under bwrap"] = lambda: ours(with_bwrap, True, True)
+            variants["ours, same under bwrap, per-call (before)"] = lambda: ours(
+                with_bwrap, True, False
+            )
         variants["builtin `shell` (`true`, through a toolkit)"] = lambda: kit.aexecute(
             "shell", {"command": "true"}
         )

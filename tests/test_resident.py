@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from toolnexus import create_toolkit
+from toolnexus.runtime import resident
 from toolnexus.runtime.process import run_process, start_process
 from toolnexus.runtime.resident import Launchers, current_launchers
 from toolnexus.runtime.sandbox import SandboxPolicy, detect
@@ -62,15 +63,12 @@ def test_calls_fork_from_one_launcher_per_policy_closed_with_the_toolkit(
         assert len(_residents()) == len(before) + 1  # the same launcher again
         confined = tk.execute("confined", {})
         assert confined.metadata["mechanism"] == mechanism
-        if mechanism == "bwrap":  # bwrap's pid namespace is per command
-            assert confined.metadata["launch"] == "per-call"
-            assert len(_residents()) == len(before) + 1
-        else:  # another policy, another launcher
-            assert confined.metadata["launch"] == "resident"
-            assert len(_residents()) == len(before) + 2
+        # Another policy, another launcher (under bwrap, another resident bwrap).
+        assert confined.metadata["launch"] == "resident"
+        assert len(_residents()) == len(before) + 2
         with create_toolkit(_MANIFEST, workspace=tmp_path) as other:
             other.execute("plain", {})  # another toolkit, another launcher
-            assert len(_residents()) == len(before) + (2 if mechanism == "bwrap" else 3)
+            assert len(_residents()) == len(before) + 3
     assert _residents() == before
 
 
@@ -141,3 +139,105 @@ def test_a_launcher_starts_on_first_use_only(tmp_path: Path) -> None:
     with create_toolkit(_MANIFEST, workspace=tmp_path) as tk:
         assert tk.tools()
         assert _residents() == before
+
+
+@pytest.fixture
+def bwrap_launchers(monkeypatch: pytest.MonkeyPatch) -> Iterator[Launchers]:
+    only_mechanism("bwrap", monkeypatch)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    try:
+        yield launchers
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+        detect.cache_clear()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("network", [False, True])
+async def test_under_bwrap_each_command_has_its_own_tmp_dev_and_processes(
+    tmp_path: Path, bwrap_launchers: Launchers, network: bool
+) -> None:
+    """A resident bwrap is shared by the calls of one policy; what bwrap gave each command
+    (a /tmp and /dev of its own, a pid namespace, no capabilities) is still per command."""
+    policy = SandboxPolicy(network=network)
+    job = await start_process(["sh", "-c", "echo up; exec sleep 300"], cwd=tmp_path, sandbox=policy)
+    try:
+        with anyio.fail_after(10):
+            while "up" not in job.read_new():
+                await anyio.sleep(0.01)
+        write = "echo x > /tmp/left; echo y > /dev/shm/left; echo done"
+        first = await run_process(
+            ["sh", "-c", write], cwd=tmp_path, timeout=10, max_output=1000, sandbox=policy
+        )
+        look = (
+            "ls /tmp/left /dev/shm/left 2>&1 | grep -c 'No such'; "
+            "cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '; echo; grep CapEff /proc/self/status"
+        )
+        second = await run_process(
+            ["sh", "-c", look], cwd=tmp_path, timeout=10, max_output=1000, sandbox=policy
+        )
+    finally:
+        await job.kill()
+    assert (job.launch, first.launch, second.launch) == ("resident",) * 3
+    assert (first.exit_code, first.stdout) == (0, "done\n")
+    assert bwrap_launchers.running == 1  # one resident bwrap served all three
+    gone, processes, caps = second.stdout.splitlines()
+    assert gone == "2"  # the files the first command left are not there for the second
+    assert "sleep" not in processes.split()  # nor the job that runs beside it
+    assert caps.split()[1] == "0000000000000000"
+
+
+@pytest.mark.anyio
+async def test_under_bwrap_a_new_denied_file_gets_a_new_resident_that_hides_it(
+    tmp_path: Path, bwrap_launchers: Launchers
+) -> None:
+    secret = tmp_path / "secret"
+    policy = SandboxPolicy(deny_read=(str(secret),), network=False)
+    cat = ["sh", "-c", f"cat {secret} 2>/dev/null || echo refused"]
+    before = await run_process(cat, cwd=tmp_path, timeout=10, max_output=1000, sandbox=policy)
+    assert (before.stdout, before.launch) == ("refused\n", "resident")
+    secret.write_text("token\n")
+    after = await run_process(cat, cwd=tmp_path, timeout=10, max_output=1000, sandbox=policy)
+    assert (after.stdout, after.launch) == ("refused\n", "resident")
+    assert bwrap_launchers.running == 2  # the binds changed: the first resident was not used
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["none", "bwrap", "landlock"])
+async def test_starting_a_launcher_does_not_hold_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """The first call of a policy starts its launcher; other tasks on the loop go on meanwhile
+    (a start-up made half a second long here, so that a blocked loop could not tick at all)."""
+    if mechanism != "none":
+        only_mechanism(mechanism, monkeypatch)
+    monkeypatch.setattr(resident, "_BOOT", "import time; time.sleep(0.5); " + resident._BOOT)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    ticks = 0
+    result = None
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ticker)
+            await anyio.sleep(0)
+            policy = None if mechanism == "none" else SandboxPolicy(network=False)
+            result = await run_process(
+                ["true"], cwd=tmp_path, timeout=20, max_output=100, sandbox=policy
+            )
+            tasks.cancel_scope.cancel()
+        assert result is not None
+        assert (result.exit_code, result.launch) == (0, "resident")
+        assert ticks >= 10  # some 50 ticks fit in the start-up; a blocked loop makes none
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+        detect.cache_clear()

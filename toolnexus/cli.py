@@ -597,7 +597,12 @@ def _doctor_checks() -> list[_Check]:
     why = unavailable()
     if why is None:
         how = "resident launcher per toolkit and policy, forking per command"
-        bwrap = "; under bwrap: bwrap per command" if support.best == "bwrap" else ""
+        bwrap = (
+            "; under bwrap: one resident bwrap per policy and set of binds, fresh namespaces "
+            "per command"
+            if support.best == "bwrap"
+            else ""
+        )
         checks.append(_Check(name="launch", state="ok", detail=how + bwrap))
     else:
         checks.append(_Check(name="launch", state="missing", detail=why))

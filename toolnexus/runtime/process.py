@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from . import reaper
-from .resident import Launchers, current_launchers
+from .resident import Launchers, ResidentPlan, current_launchers, resident_plan
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -180,6 +180,8 @@ async def _feed_stdin(stream: asyncio.StreamWriter | None, data: bytes | None) -
 
 
 def _killpg(pgid: int, sig: int) -> None:
+    if pgid <= 1:  # a reaper already gone (`resident._pid_of`): never our own group, nor all
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -216,6 +218,8 @@ class _Child:
     status: asyncio.StreamReader | None
     """The reaper's report, None when the command runs without it (under bwrap)."""
     transport: asyncio.BaseTransport | None
+    head: bytes = b""
+    """The report's first line when it was read already (a resident launcher's `started`)."""
 
     @property
     def pid(self) -> int:
@@ -225,6 +229,8 @@ class _Child:
         """SIGKILL the whole tree now, without waiting (the reaper does it and exits)."""
         if self.status is None:
             _killpg(self.pid, signal.SIGKILL)
+        elif isinstance(self.proc, _ResidentProc):
+            self.proc.send(signal.SIGUSR1)
         elif self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGUSR1)
@@ -259,7 +265,7 @@ class _Child:
         if self.status is None:
             return _Report()
         try:
-            text = await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
+            text = self.head + await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
         except TimeoutError:
             text = b""
         self.close()
@@ -321,6 +327,13 @@ class _ResidentProc:
     async def wait(self) -> int:
         return await asyncio.shield(self._ended)
 
+    def send(self, sig: int) -> None:
+        """Signal the reaper through its pidfd: no pid reuse race, and it works on a reaper
+        inside a resident bwrap's pid namespace as well."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
     def release(self) -> None:
         for transport in self._transports:
             transport.close()
@@ -367,18 +380,10 @@ def _reaper_argv(status_fd: int, grace: float) -> list[str]:
             str(os.getpid()), repr(grace), "--"]  # fmt: skip
 
 
-def _policy_key(wrapped: WrappedCommand, sandbox: SandboxPolicy | None) -> str | None:
-    """The resident launcher a command may use (one per mechanism and exact policy), or None
-    when it runs the per-call way: under bwrap, whose pid namespace is per command."""
-    if wrapped.mechanism == "bwrap":
-        return None
-    return f"{wrapped.mechanism} {sandbox!r}"
-
-
 async def _spawn_resident(
     wrapped: WrappedCommand,
     launchers: Launchers,
-    key: str,
+    plan: ResidentPlan,
     *,
     cwd: Path,
     stdin: bool,
@@ -389,6 +394,7 @@ async def _spawn_resident(
 
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
+    await launchers.prepare(plan.key, wrapper=plan.wrapper, mode=plan.mode)
     loop = asyncio.get_running_loop()
     theirs: list[int] = []
     transports: list[asyncio.BaseTransport] = []
@@ -419,8 +425,9 @@ async def _spawn_resident(
         err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
         status, status_w = await reader(2**16)
         launched = launchers.launch(
-            key, argv=wrapped.argv, env=wrapped.env, cwd=str(cwd), grace=grace,
+            plan.key, argv=plan.argv, env=wrapped.env, cwd=plan.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
+            wrapper=plan.wrapper, mode=plan.mode,
         )  # fmt: skip
     finally:
         for fd in theirs:
@@ -455,13 +462,19 @@ async def _spawn(
     shielded and, if cancelled, finished and its tree killed before the cancellation goes on.
     """
     launchers = current_launchers.get()
-    key = _policy_key(wrapped, sandbox)
-    if launchers is not None and key is not None:
+    plan = resident_plan(wrapped, sandbox, cwd=cwd)
+    for _ in range(2):
+        if launchers is None or plan is None:
+            break
         child = await _spawn_resident(
-            wrapped, launchers, key, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
+            wrapped, launchers, plan, cwd=cwd, stdin=stdin, merge_stderr=merge_stderr, grace=grace
         )
-        if child is not None:
+        if child is None:
+            break
+        if await _started(child):
             return child
+        # Its launcher died between the answer and the start (under bwrap its forks outlive
+        # the bwrap they die with by a moment): nothing ran; the launcher is started again.
     argv: Sequence[str] = wrapped.argv
     read_fd = write_fd = None
     if wrapped.mechanism != "bwrap":
@@ -506,6 +519,26 @@ async def _spawn(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
     return _Child(proc, reader, transport)
+
+
+async def _started(child: _Child) -> bool:
+    """Read a resident reaper's first report line (`started` or `error`); False, with the
+    child released, when it ended before it started anything."""
+    assert child.status is not None
+    try:
+        child.head = await child.status.readline()
+    except BaseException:
+        child.abort()
+        child.close()
+        child.release()
+        raise
+    if child.head:
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(child.proc.wait(), _DRAIN_TIMEOUT)
+    child.close()
+    child.release()
+    return False
 
 
 def _cleanup(wrapped: WrappedCommand) -> None:
@@ -779,7 +812,7 @@ async def start_process(
         raise
     if child.status is not None:
         try:
-            first = await child.status.readline()
+            first = child.head or await child.status.readline()
         except BaseException:
             child.abort()
             child.close()

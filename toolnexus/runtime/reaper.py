@@ -35,6 +35,10 @@ import os
 import sys
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__: list[str] = []
 
 _PR_SET_PDEATHSIG = 1
@@ -170,14 +174,18 @@ _RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_CONTROL)
 _SANDBOX_LAUNCHER = os.path.join(os.path.dirname(__file__), "launcher.py")
 
 
-def _spawn(command: list[str]) -> int:
+def _spawn(command: list[str], fresh: dict[str, object] | None = None) -> int:
     """Start the command with default signal actions and an empty signal mask.
 
     The Landlock launcher (`python -I -S launcher.py CONFIG -- argv`) is not started as a
     second interpreter: a fork of this one runs it (it confines itself, then execs the command),
-    which saves an interpreter start-up per call.
+    which saves an interpreter start-up per call. In a resident bwrap (`fresh`), the child is
+    pid 1 of the command's own namespaces (`freshns.enter`), and, as bwrap's own init would,
+    it runs the command as its child and reaps orphans, unless the launcher is pid 1 itself
+    (bwrap's `--as-pid-1`, with the network off).
     """
-    if command[:4] != [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]:
+    launcher = command[:4] == [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]
+    if not launcher and fresh is None:
         return os.posix_spawnp(command[0], command, os.environ, setsigmask=(), setsigdef=_RESET)
     pid = os.fork()
     if pid == 0:
@@ -185,13 +193,51 @@ def _spawn(command: list[str]) -> int:
             for sig in _RESET:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
-            import launcher  # only this child needs it
+            if fresh is not None:
+                import freshns
 
-            os._exit(launcher.main(command[3:]))
+                freshns.enter(fresh)
+                os.chdir(str(fresh["cwd"]))  # through the new mounts
+                if fresh["init"]:
+                    os._exit(_init(command, launcher))
+            os._exit(_become(command, launcher))
         except BaseException as exc:  # noqa: BLE001 (the child must never return into the reaper)
-            os.write(2, f"toolnexus sandbox: cannot start the launcher: {exc}\n".encode())
+            os.write(2, f"toolnexus sandbox: cannot start the command: {exc}\n".encode())
         os._exit(126)
     return pid
+
+
+def _become(command: list[str], launcher: bool) -> int:
+    """Run the launcher in this process, or exec the command (returns only on failure)."""
+    if launcher:
+        import launcher as sandbox_launcher  # only this child needs it
+
+        return sandbox_launcher.main(command[3:])
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        os.write(2, f"bwrap: execvp {command[0]}: {exc.strerror or exc}\n".encode())
+        return code
+
+
+def _init(command: list[str], launcher: bool) -> int:
+    """pid 1 of a command's namespace: run it as pid 2, reap what is orphaned, and exit as
+    bwrap does (the command's code, 128 + N for signal N); the kernel then kills the rest."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(_become(command, launcher))
+        except BaseException:  # noqa: BLE001
+            os._exit(126)
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 126
+        if got == pid:
+            code = os.waitstatus_to_exitcode(status)
+            return code if code >= 0 else 128 - code
 
 
 def _report(fd: int, line: str) -> None:
@@ -208,11 +254,21 @@ def main(argv: list[str]) -> int:
     return run(int(argv[1]), int(argv[2]), float(argv[3]), argv[5:])
 
 
-def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
+def run(
+    fd: int,
+    parent: int,
+    grace: float,
+    command: list[str],
+    *,
+    fresh: dict[str, object] | None = None,
+    prepared: _Prepared | None = None,
+) -> int:
     """Be the command's reaper (see the module's docstring); return this process's exit code.
 
     `parent` is the process whose death ends the command: the toolkit for a fresh reaper, the
-    resident launcher for a forked one (which itself dies with the toolkit)."""
+    resident launcher for a forked one (which itself dies with the toolkit). `fresh`: in a
+    resident bwrap, what the command's own namespaces hold (`freshns`). `prepared`: the
+    command's process, forked (and under bwrap set up) before the request came."""
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
@@ -221,11 +277,27 @@ def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
     if os.getppid() != parent:
         return 125  # the toolkit died before the command started: start nothing
     try:
-        pid = _spawn(command)
+        if prepared is not None:
+            pid = prepared.start(command)
+        else:
+            if fresh is not None:
+                import freshns
+
+                freshns.new_pid_namespace()
+            pid = _spawn(command, fresh)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
         return code
+    if fresh is not None:
+        try:
+            import freshns
+
+            freshns.drop_capabilities()
+        except OSError as exc:
+            _Tree(pid).kill()
+            _report(fd, f"error 126 cannot drop the reaper's capabilities: {exc}")
+            return 126
     _report(fd, f"started {pid}")
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
@@ -253,15 +325,18 @@ def run(fd: int, parent: int, grace: float, command: list[str]) -> int:
 
 # --- the resident launcher ------------------------------------------------------------------
 # `resident([_, SOCKET_FD, PARENT])`, in a `python -I -S` child of the toolkit started once per
-# toolkit and policy (`resident.py` is the toolkit's side). It has imported this module and the
-# sandbox launcher once; per command it forks, and the fork becomes the command's reaper exactly
-# as a fresh `python -I -S reaper` would (`run`), without an interpreter start-up.
+# toolkit and policy (`resident.py` is the toolkit's side; under bwrap, inside a resident bwrap,
+# PARENT 0); it says `ready` once it listens. It has imported this module and the sandbox
+# launcher once, and always keeps one fork of itself waiting for the next request (`_spare`):
+# that fork reads it, answers, and becomes the command's reaper exactly as a fresh
+# `python -I -S reaper` would (`run`), without an interpreter start-up and without a fork on
+# the call's path; the launcher then makes the next spare.
 #
 # A request is one SOCK_SEQPACKET message: JSON {"argv", "env", "cwd", "grace", "stdin",
-# "merge"} with, as SCM_RIGHTS, the command's stdin (when "stdin" is true), stdout, stderr
-# (unless "merge") and the status pipe. The answer is `pid N` with a pidfd of the fork (so the
-# toolkit waits for a process that is not its child, without a pid-reuse race: the fork is not
-# reaped before its pidfd exists), or `error MESSAGE`.
+# "merge", and under bwrap "fresh" (`freshns.enter`)} with, as SCM_RIGHTS, the command's stdin
+# (when "stdin" is true), stdout, stderr (unless "merge") and the status pipe. The answer is
+# `pid N` with a pidfd of the fork (so the toolkit waits for a process that is not its child,
+# without a pid-reuse race: the fork answers before it can end), or `error MESSAGE`.
 
 REQUEST_MAX = 150_000
 """Bytes of one request at most (a larger one, say a huge environment, runs the per-call way):
@@ -269,70 +344,124 @@ well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
 
 
 def resident(argv: list[str]) -> int:
-    import array
+    import array  # noqa: F401 (loaded once here, for every spare)
+    import gc
     import json
     import socket
 
-    import launcher  # noqa: F401 (imported once here, so that Landlock forks find it loaded)
+    import launcher  # imported once here, so that Landlock forks find it loaded
+
+    launcher._libc()  # and libc loaded, which every confined fork calls
+
+    # Every fork would otherwise write to pages of this heap (collections, reference counts of
+    # the objects a collection visits), copying them: the heap is done growing, so freeze it.
+    gc.disable()
+    gc.freeze()
 
     sock = socket.socket(fileno=int(argv[1]))
     parent = int(argv[2])
+    mode: dict[str, Any] = json.loads(argv[3]) if len(argv) > 3 else {}
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
+    if parent == 0:  # inside a resident bwrap (its --die-with-parent watches the toolkit)
+        import freshns
+
+        freshns.undumpable()
+    elif os.getppid() != parent:
         return 125
     me = os.getpid()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    # Children are reaped in the loop below only (a handler could reap a fork before its pidfd
-    # is opened); the signal only wakes the loop up.
+    # Children are reaped in the loop below only; the signal only wakes the loop up.
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     import select
 
+    sock.send(b"ready")  # the toolkit waits for this in a thread, not on its event loop
+
+    # The fork that will serve the next request is made in advance (a spare): forking this
+    # interpreter costs most of a millisecond, which is then not on any call's path.
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
-        if wake_r in ready:
-            os.read(wake_r, 4096)
-            _reap_forks()
-        if sock not in ready:
-            continue
-        fds = array.array("i")
-        try:
-            data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(4 * fds.itemsize))
-        except InterruptedError:
-            continue
-        if not data:
-            return 0  # the toolkit closed its end: its forks die with this process
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-        try:
-            request = json.loads(data)
-            pid = os.fork()
-        except (OSError, ValueError) as exc:
-            for fd in fds:
-                os.close(fd)
-            sock.send(f"error {exc}".encode())
-            continue
+        taken_r, taken_w = os.pipe()
+        pid = os.fork()
         if pid == 0:
             code = 126
             try:
                 signal.set_wakeup_fd(-1)
-                for fd in (sock.fileno(), wake_r, wake_w):
+                for fd in (wake_r, wake_w, taken_r):
                     os.close(fd)
-                code = _forked(request, list(fds), parent=me)
+                code = _spare(sock, taken_w, parent=me, mode=mode)
             except BaseException as exc:  # noqa: BLE001 (the fork never returns into the loop)
                 os.write(2, f"toolnexus: the resident launcher's fork failed: {exc}\n".encode())
             os._exit(code)
+        os.close(taken_w)
+        while True:
+            ready, _, _ = select.select([taken_r, wake_r], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                _reap_forks()
+            if taken_r in ready:
+                said = os.read(taken_r, 1)
+                break
+        os.close(taken_r)
+        if said == b"c":
+            return 0  # the toolkit closed its end: the forks die with this process
+        # b"t": the spare took a request; b"": it died idle. Either way, make the next one.
+
+
+def _spare(sock: Any, taken: int, *, parent: int, mode: dict[str, Any]) -> int:
+    """A fork of the resident launcher waiting for the next request: it reads one, answers
+    with its own pid and a pidfd of itself, tells the launcher (which makes the next spare),
+    and becomes the command's reaper.
+
+    With the Landlock launcher or in a resident bwrap (`mode`), the command's own process is
+    forked before the request too (`_Prepared`), and under bwrap its namespaces are made then:
+    a call finds them ready."""
+    import array
+    import json
+    import socket
+
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # idle, it dies with the launcher
+    if os.getppid() != parent:
+        return 125
+    os.setsid()  # the command's session, its prepared process included
+    prepared = None
+    if mode:
+        try:
+            prepared = _Prepared(mode)
+        except OSError:
+            prepared = None  # forked at the request instead (which reports what fails)
+    fds = array.array("i")
+    while True:
+        try:
+            data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(4 * fds.itemsize))
+            break
+        except InterruptedError:
+            continue
+    if not data:
+        os.write(taken, b"c")
+        return 0  # the prepared process sees its socket end and leaves
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    try:
+        request = json.loads(data)
+        pidfd = os.pidfd_open(os.getpid())
+    except (OSError, ValueError) as exc:
         for fd in fds:
             os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        try:
-            sock.sendmsg([f"pid {pid}".encode()], [
-                (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())
-            ])  # fmt: skip
-        finally:
-            os.close(pidfd)
+        sock.send(f"error {exc}".encode())
+        os.write(taken, b"t")
+        return 0
+    try:
+        sock.sendmsg([f"pid {os.getpid()}".encode()], [
+            (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())
+        ])  # fmt: skip
+    finally:
+        os.close(pidfd)
+        os.write(taken, b"t")
+        os.close(taken)
+        sock.close()
+    return _forked(request, list(fds), parent=parent, mode=mode, prepared=prepared)
 
 
 def _reap_forks() -> None:
@@ -345,10 +474,15 @@ def _reap_forks() -> None:
             return
 
 
-def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
-    """In the fork: become the command's reaper, in its own session, with its pipes, folder
-    and environment."""
-    os.setsid()
+def _forked(
+    request: dict[str, object],
+    fds: list[int],
+    *,
+    parent: int,
+    mode: dict[str, Any],
+    prepared: _Prepared | None,
+) -> int:
+    """In the spare: become the command's reaper, with its pipes, folder and environment."""
     status = fds.pop()
     stdin = fds.pop(0) if request["stdin"] else os.open(os.devnull, os.O_RDONLY)
     stdout = fds.pop(0)
@@ -367,4 +501,99 @@ def _forked(request: dict[str, object], fds: list[int], *, parent: int) -> int:
         return code
     os.environ.clear()
     os.environ.update(request["env"])  # type: ignore[arg-type]
-    return run(status, parent, float(request["grace"]), command)  # type: ignore[arg-type]
+    fresh = mode.get("fresh")
+    if isinstance(fresh, dict):
+        fresh = {**fresh, "cwd": request["cwd"]}
+    grace = float(request["grace"])  # type: ignore[arg-type]
+    return run(status, parent, grace, command, fresh=fresh, prepared=prepared)
+
+
+class _Prepared:
+    """The command's process, forked by a spare before the request (`_await_command`): in a
+    resident bwrap it is pid 1 of the command's new pid namespace and has made its other
+    namespaces and dropped its capabilities already. `start` hands it the command, with the
+    reaper's standard streams, folder and environment, over a socket pair."""
+
+    def __init__(self, mode: dict[str, Any]) -> None:
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if mode.get("fresh"):
+            import freshns
+
+            freshns.new_pid_namespace()
+        pid = os.fork()
+        if pid == 0:
+            code = 126
+            try:
+                ours.close()
+                code = _await_command(theirs, mode)
+            except BaseException as exc:  # noqa: BLE001 (never return into the spare)
+                os.write(2, f"toolnexus sandbox: cannot start the command: {exc}\n".encode())
+            os._exit(code)
+        theirs.close()
+        self.pid = pid
+        self.sock = ours
+
+    def start(self, command: list[str]) -> int:
+        """Run `command` in the prepared process; its pid (OSError: it is gone)."""
+        import array
+        import json
+        import socket
+
+        fields = {"argv": command, "env": dict(os.environ), "cwd": os.getcwd()}
+        try:
+            self.sock.sendmsg([json.dumps(fields).encode()], [
+                (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]).tobytes())
+            ])  # fmt: skip
+        finally:
+            self.sock.close()
+        return self.pid
+
+
+def _await_command(sock: Any, mode: dict[str, Any]) -> int:
+    """The prepared process: set up what does not depend on the command, wait for it, run it
+    as `_spawn`'s child would have. A set-up that failed is reported on the command's stderr
+    once there is one, and nothing runs."""
+    import array
+    import json
+    import socket
+
+    for sig in _RESET:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    fresh = mode.get("fresh")
+    failure = None
+    if fresh:
+        import freshns
+
+        try:
+            freshns.enter(fresh)
+        except OSError as exc:
+            failure = exc
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(3 * fds.itemsize))
+    if not data:
+        return 0  # the spare is gone, or took no request
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    for fd, std in zip(fds, (0, 1, 2), strict=True):
+        os.dup2(fd, std)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sock.close()
+    if failure is not None:
+        os.write(2, f"toolnexus sandbox: cannot start the command: {failure}\n".encode())
+        return 126
+    request = json.loads(data)
+    command = [str(a) for a in request["argv"]]
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    launcher = command[:4] == [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]
+    if fresh and fresh["init"]:
+        return _init(command, launcher)
+    return _become(command, launcher)

@@ -3,23 +3,29 @@
 Starting a fresh `python -I -S` reaper for every command costs an interpreter start-up and the
 import of the reaper and the sandbox launcher, several times what the command itself costs for
 `true` (issue 21). A resident launcher is one such interpreter, started on first use, that has
-imported that code once and forks per command; the fork becomes the command's reaper, so the
-reaper's guarantees (subreaper, parent-death signal, whole-tree kill, kill grace, leftovers
-stopped and counted) are the same code as before, only without the start-up.
+imported that code once and forks per command (in advance: a spare fork waits for the next
+request); the fork becomes the command's reaper, so the reaper's guarantees (subreaper,
+parent-death signal, whole-tree kill, kill grace, leftovers stopped and counted) are the same
+code as before, only without the start-up.
 
 - A `Launchers` belongs to one toolkit (it is closed with it) and holds one resident launcher
-  per sandbox policy: never shared between toolkits, nor across policies.
+  per sandbox policy: never shared between toolkits, nor across policies. Under bwrap the
+  launcher runs inside one bwrap per policy and exact set of binds (`sandbox.ResidentBwrap`),
+  and its forks give each command the namespaces a bwrap per call gave it (`freshns.py`).
 - A launcher that died is started again, and the call that found it dead retries once; a call
   that still cannot use one runs the per-call way (`ProcessResult.launch` says which ran).
 - Each launcher dies with the toolkit's process (`PR_SET_PDEATHSIG`), and its forks with it, so
   no command outlives the toolkit; it is also closed at interpreter exit.
-- The exchange per command (a request, then a pid and a pidfd back) is synchronous: the fork
-  answers in well under a millisecond, less than handing it to a thread would cost.
+- A launcher is started in a thread (`Launchers.prepare`), so that its start-up does not hold
+  the toolkit's event loop; the exchange per command (a request, then a pid and a pidfd back)
+  is synchronous: the fork answers in well under a millisecond, less than handing it to a
+  thread would cost.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import atexit
 import contextvars
 import functools
@@ -32,10 +38,12 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import reaper
+from .sandbox import SandboxPolicy, WrappedCommand
 
-__all__ = ["Launchers", "current_launchers", "unavailable"]
+__all__ = ["Launchers", "ResidentPlan", "current_launchers", "resident_plan", "unavailable"]
 
 current_launchers: contextvars.ContextVar[Launchers | None] = contextvars.ContextVar(
     "toolnexus_launchers", default=None
@@ -67,6 +75,48 @@ def unavailable() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ResidentPlan:
+    """How a wrapped command runs on a resident launcher: the arguments of `Launchers.prepare`
+    and `Launchers.launch` besides the command's streams and environment."""
+
+    key: str
+    """The launcher it uses: one per mechanism and exact policy (under bwrap, and exact set of
+    binds: `ResidentBwrap.key`)."""
+    argv: tuple[str, ...]
+    """What the launcher's fork runs (under bwrap, what runs inside it)."""
+    cwd: str
+    wrapper: tuple[str, ...]
+    """The resident bwrap's command line (empty without bwrap)."""
+    mode: Mapping[str, object]
+    """What the launcher prepares before each request (see `Launchers.launch`)."""
+
+
+def resident_plan(
+    wrapped: WrappedCommand, policy: SandboxPolicy | None, *, cwd: Path
+) -> ResidentPlan | None:
+    """The plan for `wrapped` (made by `sandbox.wrap_command` for `policy`, or unwrapped),
+    or None when it must run the per-call way (a bwrap command without a resident form)."""
+    if wrapped.mechanism == "bwrap":
+        inside = wrapped.resident
+        if inside is None:
+            return None
+        return ResidentPlan(
+            key=f"bwrap {policy!r} {inside.key}",
+            argv=inside.inner,
+            cwd=inside.cwd,
+            wrapper=inside.wrapper,
+            mode={"fresh": dict(inside.fresh)},
+        )
+    return ResidentPlan(
+        key=f"{wrapped.mechanism} {policy!r}",
+        argv=wrapped.argv,
+        cwd=str(cwd),
+        wrapper=(),
+        mode={"launcher": True} if wrapped.mechanism == "landlock" else {},
+    )
+
+
 class _Dead(Exception):
     """The resident launcher did not answer: start it again."""
 
@@ -80,15 +130,19 @@ class Launched:
 
 
 class _Resident:
-    """One resident launcher process and the socket to it."""
+    """One resident launcher process and the socket to it; `wrapper` (a resident bwrap's
+    command line) runs it inside the policy's sandbox."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, wrapper: Sequence[str] = (), mode: Mapping[str, object] | None = None
+    ) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         folder = os.path.dirname(reaper.__file__)
         try:
             self.proc = subprocess.Popen(
                 [
+                    *wrapper,
                     sys.executable,
                     "-I",
                     "-S",
@@ -96,7 +150,10 @@ class _Resident:
                     _BOOT,
                     folder,
                     str(theirs.fileno()),
-                    str(os.getpid()),
+                    # Inside bwrap the toolkit's pid means nothing: bwrap's --die-with-parent
+                    # watches it instead.
+                    "0" if wrapper else str(os.getpid()),
+                    json.dumps(dict(mode or {})),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -111,6 +168,24 @@ class _Resident:
         finally:
             theirs.close()
         self.sock.settimeout(_ANSWER_TIMEOUT)
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        """Wait for the launcher's start-up (an interpreter, its imports; under bwrap, bwrap's
+        set-up too): it says `ready` once it listens.
+
+        Raises:
+            _Dead: it exited or did not answer in time.
+        """
+        if self.ready:
+            return
+        try:
+            answer = self.sock.recv(16)
+        except OSError as exc:
+            raise _Dead from exc
+        if answer != b"ready":
+            raise _Dead
+        self.ready = True
 
     def launch(self, request: bytes, fds: Sequence[int]) -> Launched | None:
         """Fork a command; None when the launcher cannot fork (say, out of processes).
@@ -118,6 +193,7 @@ class _Resident:
         Raises:
             _Dead: the launcher is gone or does not answer.
         """
+        self.wait_ready()
         rights = array.array("i", fds).tobytes()
         try:
             self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
@@ -130,12 +206,16 @@ class _Resident:
                 pidfds.frombytes(payload[: len(payload) - len(payload) % pidfds.itemsize])
         if not answer:
             raise _Dead
-        word, _, rest = answer.decode().partition(" ")
+        word = answer.decode().partition(" ")[0]
         if word != "pid" or len(pidfds) != 1:
             for fd in pidfds:
                 os.close(fd)
             return None
-        return Launched(pid=int(rest), pidfd=pidfds[0])
+        return Launched(pid=_pid_of(pidfds[0]), pidfd=pidfds[0])
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.close()
 
     def close(self) -> None:
         """Close the socket (the launcher exits at its end, and its forks with it: their
@@ -148,11 +228,30 @@ class _Resident:
             self.proc.wait()
 
 
+def _pid_of(pidfd: int) -> int:
+    """The process's pid as the toolkit sees it (inside a resident bwrap's pid namespace it has
+    another): from the pidfd's fdinfo; 0 when it was reaped already (nothing left to signal)."""
+    with open(f"/proc/self/fdinfo/{pidfd}", "rb") as info:
+        for line in info:
+            if line.startswith(b"Pid:"):
+                return max(int(line.split()[1]), 0)
+    return 0
+
+
+_MAX_RESIDENTS = 8
+"""Resident launchers per toolkit at most: under bwrap there is one per exact set of binds
+(the working folder, a program, a new denied file can change them); past this many, a new set
+of binds runs the per-call way."""
+
+
 class Launchers:
     """A toolkit's resident launchers, one per sandbox policy, started on first use."""
 
     def __init__(self) -> None:
         self._by_policy: dict[str, _Resident] = {}
+        self._broken: set[str] = set()
+        """Policies whose launcher died twice in a row: they run the per-call way from then on
+        (a bwrap that cannot start one would otherwise be tried on every call)."""
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
@@ -175,12 +274,19 @@ class Launchers:
         stdout: int,
         stderr: int | None,
         status: int,
+        wrapper: Sequence[str] = (),
+        mode: Mapping[str, object] | None = None,
     ) -> Launched | None:
         """Fork `argv` under its reaper in the launcher for `policy` (a key naming the sandbox
         policy exactly); None when no resident launcher can run it (closed, forked toolkit,
-        a request too large, a launcher that died twice): the caller runs it the per-call way.
+        a request too large, a launcher that died twice, too many): the caller runs it the
+        per-call way.
 
-        `stderr` None merges it into `stdout`; `stdin` None reads /dev/null."""
+        `stderr` None merges it into `stdout`; `stdin` None reads /dev/null. `wrapper` starts
+        the launcher inside a resident bwrap (`policy` must then name its binds too). `mode`
+        says what the launcher prepares before each request (`reaper._spare`): the command's
+        process for the Landlock launcher (`{"launcher": true}`), and in a resident bwrap its
+        namespaces too (`{"fresh": ...}`, `freshns.enter`); both are fixed per `policy`."""
         if self._closed or os.getpid() != self._pid or unavailable():
             return None  # a forked toolkit must not talk to its parent's launchers
         fields = {"argv": list(argv), "env": dict(env), "cwd": cwd, "grace": grace}
@@ -194,20 +300,60 @@ class Launchers:
                 if self._closed:
                     return None
                 resident = self._by_policy.get(policy)
+                if resident is not None and resident.proc.poll() is not None:
+                    # Its process is gone (under bwrap, the forks inside may answer a moment
+                    # longer, then die with the namespace): start a new one now.
+                    del self._by_policy[policy]
+                    resident.kill()
+                    resident = None
+                if policy in self._broken or (
+                    resident is None and len(self._by_policy) >= _MAX_RESIDENTS
+                ):
+                    return None
                 try:
                     if resident is None:
-                        resident = self._by_policy[policy] = _Resident()
+                        resident = self._by_policy[policy] = _Resident(wrapper, mode)
                     return resident.launch(request, fds)
                 except _Dead:
                     # Found dead (or hung): start a new one, and retry this call once.
                     del self._by_policy[policy]
-                    resident.proc.kill()  # pyright: ignore[reportOptionalMemberAccess]
-                    resident.close()  # pyright: ignore[reportOptionalMemberAccess]
+                    resident.kill()  # pyright: ignore[reportOptionalMemberAccess]
                     if attempt == 2:
+                        self._broken.add(policy)
                         return None
                 except OSError:
                     return None  # cannot start an interpreter: the per-call way says why
         return None
+
+    async def prepare(
+        self,
+        policy: str,
+        *,
+        wrapper: Sequence[str] = (),
+        mode: Mapping[str, object] | None = None,
+    ) -> None:
+        """Start the launcher for `policy` if none runs, in a thread: its start-up (tens of
+        milliseconds, more under bwrap) must not hold the toolkit's event loop, whose other
+        tasks go on meanwhile. `launch` then finds it ready; a start that fails here is left
+        to `launch`, which retries and falls back to the per-call way."""
+        with self._lock:
+            if (
+                self._closed
+                or policy in self._by_policy
+                or policy in self._broken
+                or os.getpid() != self._pid
+                or unavailable()
+            ):
+                return
+        try:
+            resident = await asyncio.to_thread(_started, wrapper, mode)
+        except (OSError, _Dead):
+            return
+        with self._lock:
+            if self._closed or policy in self._by_policy:
+                resident.kill()  # closed meanwhile, or another call started one first
+                return
+            self._by_policy[policy] = resident
 
     def close(self) -> None:
         """Stop every launcher (and what its forks still run). Safe to call twice."""
@@ -220,6 +366,17 @@ class Launchers:
         for resident in residents:
             resident.close()
         _open.discard(self)
+
+
+def _started(wrapper: Sequence[str], mode: Mapping[str, object] | None) -> _Resident:
+    """A new launcher, once ready (run in a thread by `Launchers.prepare`)."""
+    resident = _Resident(wrapper, mode)
+    try:
+        resident.wait_ready()
+    except BaseException:
+        resident.kill()
+        raise
+    return resident
 
 
 _open: weakref.WeakSet[Launchers] = weakref.WeakSet()

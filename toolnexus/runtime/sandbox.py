@@ -42,6 +42,7 @@ from typing import Any, Literal, TypeVar
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError, PathRefused, SandboxUnavailable
+from . import freshns as _fresh
 from . import launcher as _lx
 
 _REFUSALS = (
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_ENV_ALLOW",
     "Mechanism",
     "MechanismStatus",
+    "ResidentBwrap",
     "SandboxPolicy",
     "SandboxSupport",
     "WrappedCommand",
@@ -858,6 +860,28 @@ class WrappedCommand:
     """Aspects of the policy not enforced (with `required=False`), e.g. `max_processes`."""
     cleanup: tuple[Path, ...] = ()
     """Folders created for this command (a private temp dir): remove them once it has ended."""
+    resident: ResidentBwrap | None = None
+    """Under bwrap: how a resident bwrap for this exact set of binds runs the command instead
+    of a bwrap per call (`resident.py`, `freshns.py`)."""
+
+
+@dataclass(frozen=True)
+class ResidentBwrap:
+    """A bwrap command split for a resident bwrap: `wrapper` starts the resident launcher
+    inside the policy's binds and namespaces; per command, its fork runs `inner` in `cwd` with
+    the per-command parts in `fresh` (`freshns.enter`). `identity` is every bind source's
+    (device, inode): a path removed and made again needs a new resident, whose binds see it."""
+
+    wrapper: tuple[str, ...]
+    inner: tuple[str, ...]
+    cwd: str
+    fresh: Mapping[str, str | bool | None]
+    identity: tuple[tuple[int, int] | None, ...]
+
+    @property
+    def key(self) -> str:
+        """Everything that goes into the resident's bwrap command line, and what it binds."""
+        return f"{self.wrapper!r} {self.identity!r} {dict(self.fresh)!r}"
 
 
 def wrap_command(
@@ -1011,8 +1035,10 @@ def _bwrap(
         # Listed sockets under the host's /tmp must show through the private one.
         for sock in _host_tmp_entries(Path(u) for u in policy.unix_sockets):
             args += ["--ro-bind", sock, sock]
+    prefix = list(args)
     args += ["--chdir", str(_real(cwd))]
     args.append("--")
+    inner_at = len(args)
     if policy.network is False:
         # Abstract sockets are already the sandbox's own (a network namespace has its own);
         # pathname ones are checked by the launcher's supervisor.
@@ -1025,7 +1051,29 @@ def _bwrap(
             args += _launcher({"rlimits": policy.rlimits})
         else:
             args += [prlimit, *(f"--{k.lower()}={v}" for k, v in policy.rlimits.items()), "--"]
-    return WrappedCommand(argv=(*args, *argv), env=env, mechanism="bwrap")
+    tmp = {"full": None, "read-only": "ro"}.get(policy.filesystem, "rw")
+    caps = [arg for cap in _fresh.CAPS for arg in ("--cap-add", cap)]
+    resident = ResidentBwrap(
+        wrapper=(*prefix, "--remount-ro", "/dev", *caps, "--chdir", "/", "--"),
+        inner=(*args[inner_at:], *argv),
+        cwd=str(_real(cwd)),
+        fresh={"tmp": tmp, "net": policy.network is False, "init": policy.network is not False},
+        identity=_bind_identity(prefix),
+    )
+    return WrappedCommand(argv=(*args, *argv), env=env, mechanism="bwrap", resident=resident)
+
+
+def _bind_identity(args: Sequence[str]) -> tuple[tuple[int, int] | None, ...]:
+    out: list[tuple[int, int] | None] = []
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("--bind", "--ro-bind"):
+            try:
+                st = os.stat(args[i + 1])
+            except OSError:
+                out.append(None)
+            else:
+                out.append((st.st_dev, st.st_ino))
+    return tuple(out)
 
 
 def _unix_config(policy: SandboxPolicy, private: str | None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ __all__ = ["run_in_worker"]
 IDLE_SECONDS = 0.5
 """How long a thread with nothing to do waits for another call before it ends."""
 
+
 class _Pool:
     """The threads waiting for their next job, most recently busy last (reused first)."""
 
