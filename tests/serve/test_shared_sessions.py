@@ -71,22 +71,25 @@ class Replicas:
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str) -> int:
-        port = self.ports[name] = free_port()
-        self.procs[name] = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "toolnexus", "serve", str(self.manifest)),
-                *("--http", f"127.0.0.1:{port}", *self.args),
-            ],
-            cwd=self.manifest.parent,
-            env=child_env(REPLICA=name, **self.env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for_port(port, self.procs[name], STARTUP)
-        return port
+    def start(self, *names: str) -> list[int]:
+        """Start `names` side by side; their ports, once each answers."""
+        for name in names:
+            port = self.ports[name] = free_port()
+            self.procs[name] = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "toolnexus", "serve", str(self.manifest)),
+                    *("--http", f"127.0.0.1:{port}", *self.args),
+                ],
+                cwd=self.manifest.parent,
+                env=child_env(REPLICA=name, **self.env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        for name in names:
+            wait_for_port(self.ports[name], self.procs[name], STARTUP)
+        return [self.ports[name] for name in names]
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}/mcp"
@@ -149,18 +152,20 @@ async def session(
 
 
 async def rpc(
-    url: str, session_id: str, method: str, token: str | None = None
+    url: str,
+    session_id: str | None,
+    method: str,
+    params: dict[str, Any] | None = None,
+    token: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """One JSON-RPC request in session `session_id`, sent straight to `url` (one replica, not
-    the balancer): the HTTP status and the JSON-RPC answer."""
-    headers = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-session-id": session_id,
-    }
+    """One JSON-RPC request (in session `session_id`, if given), sent straight to `url` (one
+    replica, not the balancer): the HTTP status and the JSON-RPC answer."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if session_id:
+        headers["mcp-session-id"] = session_id
     if token:
         headers["authorization"] = f"Bearer {token}"
-    body = {"jsonrpc": "2.0", "id": 9001, "method": method, "params": {}}
+    body = {"jsonrpc": "2.0", "id": 9001, "method": method, "params": params or {}}
     async with httpx2.AsyncClient(timeout=WAIT) as http:
         response = await http.post(url, headers=headers, json=body)
     text = response.text
@@ -192,57 +197,102 @@ async def test_a_session_moves_between_replicas_with_its_search_state(
             changed.set()
 
     try:
-        ports = [replicas.start("a"), replicas.start("b")]
-        with balanced(tmp_path, ports) as url, anyio.fail_after(WAIT):
-            seen: list[str] = []
-            async with session(url, seen, message_handler=on_message) as client:
-                # round robin: one session, answered by both replicas
-                assert {await text(client, "where") for _ in range(4)} == {"a", "b"}
-                assert [t.name for t in (await client.list_tools()).tools] == [
-                    "tool_search",
-                    "where",
-                ]
-                found = await client.call_tool("tool_search", {"query": "rotate deploy keys"})
-                assert "rotate_keys" in found.content[0].text  # type: ignore[union-attr]
-                await changed.wait()  # on the search's own response stream, whichever replica
-                sid = seen[0]
-                for name in ("a", "b"):  # each replica, asked directly, lists what was loaded
-                    status, answer = await rpc(replicas.url(name), sid, "tools/list")
-                    assert status == 200, answer
-                    assert listed(answer) == ["rotate_keys", "tool_search", "where"]
-
-                records = await _keys(redis_server, "toolnexus:mcp-*")
-                assert len(records) == 2  # the session's record and its search state
-                for ttl in records.values():
-                    assert 0 < ttl <= 30 * 60 * 1000  # idle sessions leave nothing behind
-
-                replicas.kill("a")  # the replica that opened the session, among others
-                assert {await text(client, "where") for _ in range(3)} == {"b"}
-                assert "rotate_keys" in [t.name for t in (await client.list_tools()).tools]
-                assert await text(client, "rotate_keys") == "rotated"
-                assert set(seen) == {sid}  # the same session throughout, never a new one
-            # leaving the block sent DELETE: the session is closed everywhere
-            assert await _keys(redis_server, "toolnexus:mcp-*") == {}
-            status, answer = await rpc(replicas.url("b"), sid, "tools/list")
-            assert (status, answer["error"]["message"]) == (404, "Session not found")
-            fresh = replicas.start("c")  # a replica that would adopt the session if it could
-            status, answer = await rpc(f"http://127.0.0.1:{fresh}/mcp", sid, "tools/list")
-            assert (status, answer["error"]["message"]) == (404, "Session not found")
-
-            async with session(url, seen := []) as client:
-                assert await text(client, "where") == "b"
-                redis_server.stop()
-                status, answer = await rpc(replicas.url("b"), seen[0], "tools/list")
-                assert status == 503
-                assert (
-                    "the session store is unreachable: cannot reach redis"
-                    in (answer["error"]["message"])
-                )
-                redis_server.start()  # an empty Redis: the session is gone, the client learns
-                status, answer = await rpc(replicas.url("b"), seen[0], "tools/list")
-                assert (status, answer["error"]["message"]) == (404, "Session not found")
+        # a and b behind the balancer; c and d on their own, asked directly
+        with balanced(tmp_path, replicas.start("a", "b", "c", "d")[:2]) as url:
+            with anyio.fail_after(WAIT):
+                await _moves_with_its_state(url, replicas, redis_server, on_message, changed)
     finally:
         replicas.stop()
+
+
+async def _moves_with_its_state(
+    url: str, replicas: Replicas, redis_server: RedisServer, on_message: Any, changed: Any
+) -> None:
+    seen: list[str] = []
+    async with session(url, seen, message_handler=on_message) as client:
+        # round robin: one session, answered by both replicas
+        assert {await text(client, "where") for _ in range(4)} == {"a", "b"}
+        assert [t.name for t in (await client.list_tools()).tools] == ["tool_search", "where"]
+        found = await client.call_tool("tool_search", {"query": "rotate deploy keys"})
+        assert "rotate_keys" in found.content[0].text  # type: ignore[union-attr]
+        await changed.wait()  # on the search's own response stream, whichever replica
+        sid = seen[0]
+        for name in "abc":  # each replica, asked directly, lists what was loaded (c adopts)
+            status, answer = await rpc(replicas.url(name), sid, "tools/list")
+            assert status == 200, answer
+            assert listed(answer) == ["rotate_keys", "tool_search", "where"]
+
+        records = await _keys(redis_server, "toolnexus:mcp-*")
+        assert len(records) == 2  # the session's record and its search state
+        for ttl in records.values():
+            assert 0 < ttl <= 30 * 60 * 1000  # idle sessions leave nothing behind
+
+        replicas.kill("a")  # the replica that opened the session, among others
+        assert {await text(client, "where") for _ in range(3)} == {"b"}
+        assert "rotate_keys" in [t.name for t in (await client.list_tools()).tools]
+        assert await text(client, "rotate_keys") == "rotated"
+        assert set(seen) == {sid}  # the same session throughout, never a new one
+
+    # Leaving the block sent DELETE: the session is closed everywhere, held copies (b, c) and
+    # a replica that never saw it (d) alike.
+    assert await _keys(redis_server, "toolnexus:mcp-*") == {}
+    for name in "bcd":
+        status, answer = await rpc(replicas.url(name), sid, "tools/list")
+        assert (status, answer["error"]["message"]) == (404, "Session not found")
+
+    # Expired: the record's idle life ran out (made to now, rather than waited for).
+    idle = await _opened(replicas.url("b"))
+    await _expire(redis_server, f"toolnexus:mcp-session:{idle}")
+    for name in "bd":
+        status, answer = await rpc(replicas.url(name), idle, "tools/list")
+        assert (status, answer["error"]["message"]) == (404, "Session not found")
+
+    # The store away: no session is opened or continued, and the answer says why.
+    live = await _opened(replicas.url("b"))
+    redis_server.stop()
+    for sent in ((None, "initialize", INITIALIZE), (live, "tools/list", {})):
+        status, answer = await rpc(replicas.url("b"), *sent)
+        assert status == 503
+        message = answer["error"]["message"]
+        assert "the session store is unreachable: cannot reach redis" in message
+    redis_server.start()  # an empty Redis: the session is gone
+    status, answer = await rpc(replicas.url("b"), live, "tools/list")
+    assert (status, answer["error"]["message"]) == (404, "Session not found")
+
+
+INITIALIZE = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "0"},
+}
+
+
+async def _opened(url: str) -> str:
+    """A new session at `url` (initialize and initialized, sent by hand); its id."""
+    async with httpx2.AsyncClient(timeout=WAIT) as http:
+        response = await http.post(
+            url,
+            headers={"accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        )
+        assert response.status_code == 200, response.text
+        sid = response.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        headers = {"accept": "application/json, text/event-stream", "mcp-session-id": sid}
+        assert (await http.post(url, headers=headers, json=ready)).status_code == 202
+    return sid
+
+
+async def _expire(redis_server: RedisServer, key: str) -> None:
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        assert await client.pexpire(key, 1)
+        while await client.exists(key):
+            await anyio.sleep(0.01)  # Redis's own clock: nothing to wait on but the key
+    finally:
+        await client.aclose()
 
 
 OAUTH = """
@@ -275,8 +325,7 @@ async def test_another_caller_presenting_the_session_id_is_refused_on_every_repl
         secret = {"OIDC_RS_SECRET": "rs-secret"}
         replicas = Replicas(manifest, "--state", redis_server.url, env=secret)
         try:
-            ports = [replicas.start("a"), replicas.start("b")]
-            with balanced(tmp_path, ports, listen), anyio.fail_after(WAIT):
+            with balanced(tmp_path, replicas.start("a", "b"), listen), anyio.fail_after(WAIT):
                 seen: list[str] = []
                 async with session(url, seen, token=owner) as client:
                     assert {await text(client, "where") for _ in range(4)} == {"a", "b"}
@@ -303,3 +352,57 @@ async def _keys(redis_server: RedisServer, pattern: str) -> dict[str, int]:
         return {k.decode(): await client.pttl(k) async for k in client.scan_iter(pattern)}
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_touch_extends_a_value_and_never_brings_one_back(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """What keeps a session's record alive: `touch` on a missing or deleted key stores nothing
+    (a `put` of what was read earlier would revive a session closed meanwhile)."""
+    from toolnexus.state import StateBackend, open_state
+
+    url = request.getfixturevalue("redis_server").url if kind == "redis" else None
+    store: StateBackend = open_state(url)
+    try:
+        assert not await store.touch("k", ttl=60)
+        assert await store.get("k") is None
+        await store.put("k", b"v", ttl=0.2)
+        assert await store.touch("k", ttl=60)
+        await anyio.sleep(0.4)  # past the first life: only the touch keeps it
+        assert await store.get("k") == b"v"
+        await store.delete("k")
+        assert not await store.touch("k", ttl=60)
+        assert await store.get("k") is None
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize(
+    ("part", "named"),
+    [
+        ("serve_loop", "mcp.server.runner.serve_loop"),
+        ("terminate", "StreamableHTTPServerTransport.terminate"),
+    ],
+)
+async def test_serving_fails_at_start_up_when_the_sdk_parts_adoption_uses_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part: str, named: str
+) -> None:
+    from mcp.server import runner, streamable_http
+
+    from toolnexus.errors import UsageError
+    from toolnexus.serve import http_app
+
+    if part == "serve_loop":
+        monkeypatch.delattr(runner, "serve_loop")
+    else:
+        monkeypatch.delattr(streamable_http.StreamableHTTPServerTransport, part)
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(MANIFEST)
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"  # never reached: start-up fails first
+    app = http_app(manifest, state=nowhere)
+    with pytest.raises(UsageError) as caught:
+        async with app.router.lifespan_context(app):
+            pass
+    assert named in str(caught.value)
+    assert "pip install 'mcp>=2.3,<3'" in str(caught.value)

@@ -866,15 +866,18 @@ def http_app(
                 stateless=stateless,
                 security_settings=_security(host),
             )
-            await stack.enter_async_context(manager.run())
             mcp_app: _ASGIApp = StreamableHTTPASGIApp(manager)
+            shared = None
             if not stateless and not isinstance(toolkit.store, MemoryState):
                 from .sessions import SharedSessions
 
-                # Replicas sharing the store serve each other's sessions (serve.sessions).
+                # Replicas sharing the store serve each other's sessions (serve.sessions);
+                # made first, so an SDK it cannot drive fails start-up plainly.
                 shared = SharedSessions(
                     mcp_app, server=server, store=toolkit.store, security=_security(host)
                 )
+            await stack.enter_async_context(manager.run())
+            if shared is not None:
                 await stack.enter_async_context(shared.run())
                 mcp_app = shared
             if validator is not None:
