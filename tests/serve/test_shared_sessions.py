@@ -406,3 +406,42 @@ async def test_serving_fails_at_start_up_when_the_sdk_parts_adoption_uses_change
             pass
     assert named in str(caught.value)
     assert "pip install 'mcp>=2.3,<3'" in str(caught.value)
+
+
+APPROVALS = """
+version: 1
+tools:
+  - name: deploy
+    command: [printenv, REPLICA]
+    approval: {default: ask}
+"""
+
+
+async def test_approval_questions_are_answered_whichever_replica_the_answer_reaches(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Round robin sends the client's answer to an approval question (asked mid-call, on the
+    call's stream) to the other replica: it reaches the replica that asked through the store,
+    so each call is asked once and runs, or is refused as the user answered."""
+    (tmp_path / "tools.yaml").write_text(APPROVALS)
+    timeout = ("--approval-timeout", "10")  # a lost answer fails the test, saying so
+    replicas = Replicas(tmp_path / "tools.yaml", "--state", redis_server.url, *timeout)
+    questions: list[str] = []
+    answers = iter([True, True, True, False, True, True])
+
+    async def user(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        questions.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": next(answers)})
+
+    try:
+        with balanced(tmp_path, replicas.start("a", "b")) as url, anyio.fail_after(WAIT):
+            async with session(url, seen := [], elicitation_callback=user) as client:
+                results = [await client.call_tool("deploy", {}) for _ in range(6)]
+            texts = [r.content[0].text.strip() for r in results]  # type: ignore[union-attr]
+            assert len(questions) == 6
+            assert {t for i, t in enumerate(texts) if i != 3} == {"a", "b"}
+            assert results[3].is_error and "without approving the call" in texts[3]
+            assert set(seen) == {seen[0]}
+    finally:
+        replicas.stop()

@@ -874,7 +874,11 @@ def http_app(
                 # Replicas sharing the store serve each other's sessions (serve.sessions);
                 # made first, so an SDK it cannot drive fails start-up plainly.
                 shared = SharedSessions(
-                    mcp_app, server=server, store=toolkit.store, security=_security(host)
+                    mcp_app,
+                    server=server,
+                    store=toolkit.store,
+                    security=_security(host),
+                    answer_wait=approval_timeout,
                 )
             await stack.enter_async_context(manager.run())
             if shared is not None:

@@ -41,6 +41,7 @@ import hmac
 import inspect
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -74,6 +75,11 @@ _MAX_SESSION_ID = 256
 """Longer ids are not ours (the SDK mints 32 hex digits) and never reach the store."""
 _RECORD_VERSION = 1
 _ADOPTION_ID = "toolnexus-adopt"
+_QUESTION = "tnx:"
+"""How the id of a question a replica asks the client starts (`tnx:NONCE:ID`)."""
+_ANSWER_POLL_S = 0.1
+"""How often a replica that asked looks in the store for an answer another replica took:
+questions wait on a person, so a tenth of a second is not felt."""
 """The JSON-RPC id of the replayed `initialize` (its answer is read here, never sent)."""
 
 _ASGIApp = Callable[
@@ -165,6 +171,7 @@ class SharedSessions:
         server: Server[Any],
         store: StateBackend,
         security: Any,
+        answer_wait: float = 600.0,
         max_sessions: int = 10_000,
     ) -> None:
         check_sdk()
@@ -172,7 +179,13 @@ class SharedSessions:
         self.server = server
         self.store = store
         self.security = security
+        self.answer_wait = answer_wait
+        """How long a question this replica asked waits for its answer (the approval timeout)."""
         self.max_sessions = max_sessions
+        self._nonce = secrets.token_hex(8)
+        """This replica, in the ids of the questions it asks."""
+        self._waiting: dict[str, Any] = {}
+        """Per question asked here: the cancel scope of its watch on the store."""
         self._adopted: dict[str, StreamableHTTPServerTransport] = {}
         self._touched: dict[str, float] = {}
         """Per session: when this replica last extended its record (monotonic seconds)."""
@@ -283,14 +296,25 @@ class SharedSessions:
         await self._refresh(session_id, keys)
         if scope["method"] == "DELETE":
             send = self._closing(send, session_id, keys)
-        held = self._adopted.get(session_id)
-        if held is not None and not held.is_terminated:
-            await held.handle_request(scope, receive, send)
-            await self._after(session_id, scope, held.is_terminated)
-            return
+        send = self._asking(send, session_id, scope)
         body = await _body(receive)
         if body is None:
             await _jsonrpc_error(send, 413, "the request body is too large")
+            return
+        answer = _answer_to(body)
+        if answer is not None:  # the client answers a question a replica asked it
+            asked, nonce, original = answer
+            if nonce != self._nonce:  # another replica asked: leave it where that one looks
+                key = _answer_key(session_id, asked)
+                await self.store.put(key, body, ttl=self.answer_wait)
+                await _accepted(send)
+                return
+            self._answered(asked)
+            body = _with_id(body, original)
+        held = self._adopted.get(session_id)
+        if held is not None and not held.is_terminated:
+            await held.handle_request(scope, _replay(body, receive), send)
+            await self._after(session_id, scope, held.is_terminated)
             return
         probe = _Probe(send)
         await self.manager_app(scope, _replay(body, receive), probe)
@@ -302,6 +326,80 @@ class SharedSessions:
             return
         await adopted.handle_request(scope, _replay(body, receive), send)
         await self._after(session_id, scope, adopted.is_terminated)
+
+    # --- questions the server asks the client (approvals, forwarded elicitation, sampling) ---
+
+    def _asking(self, send: Any, session_id: str, scope: MutableMapping[str, Any]) -> Any:
+        """The `send` of a request in a session: each question the server sends the client
+        gets an id naming this replica (`tnx:NONCE:ID`), and this replica watches the store
+        for its answer, which the client may send to any replica."""
+        streaming = False
+
+        async def asking(message: MutableMapping[str, Any]) -> None:
+            nonlocal streaming
+            if message["type"] == "http.response.start":
+                kind = dict(message.get("headers", [])).get(b"content-type", b"")
+                streaming = kind.startswith(b"text/event-stream")
+            elif streaming and message["type"] == "http.response.body":
+                chunk, asked = _name_questions(message.get("body", b""), self._nonce)
+                if asked:
+                    message = {**message, "body": chunk}
+                    for new, original in asked:
+                        self._watch(session_id, new, original, scope)
+            await send(message)
+
+        return asking
+
+    def _watch(
+        self, session_id: str, asked: str, original: Any, scope: MutableMapping[str, Any]
+    ) -> None:
+        import anyio
+
+        if self._group is None:
+            return
+        watch = anyio.CancelScope(deadline=anyio.current_time() + self.answer_wait)
+        self._waiting[asked] = watch
+        self._group.start_soon(self._await_answer, session_id, asked, original, scope, watch)
+
+    def _answered(self, asked: str) -> None:
+        """The answer to `asked` reached this replica itself: stop watching the store."""
+        watch = self._waiting.pop(asked, None)
+        if watch is not None:
+            watch.cancel()
+
+    async def _await_answer(
+        self,
+        session_id: str,
+        asked: str,
+        original: Any,
+        scope: MutableMapping[str, Any],
+        watch: Any,
+    ) -> None:
+        """Poll the store for the answer another replica received, then hand it to the
+        session here as if the client had sent it here."""
+        import anyio
+
+        key = _answer_key(session_id, asked)
+        try:
+            with watch:
+                while True:
+                    await anyio.sleep(_ANSWER_POLL_S)
+                    try:
+                        raw = await self.store.get(key)
+                        if raw is None:
+                            continue
+                        await self.store.delete(key)
+                    except StateUnavailable as exc:  # the question times out if it stays so
+                        logger.warning("MCP session store, awaiting an answer: %s", exc)
+                        continue
+                    message = json.loads(_with_id(raw, original))
+                    held = self._adopted.get(session_id)
+                    app = held.handle_request if held is not None else self.manager_app
+                    await _post(app, scope, session_id, message)
+                    return
+        finally:
+            if self._waiting.get(asked) is watch:
+                del self._waiting[asked]
 
     async def _refresh(self, session_id: str, keys: SessionKeys) -> None:
         now = time.monotonic()
@@ -414,11 +512,12 @@ class SharedSessions:
     ) -> None:
         """Replay the client's `initialize` and `notifications/initialized` to `transport`."""
         opening = {"jsonrpc": "2.0", "id": _ADOPTION_ID, "method": "initialize"}
-        answer = await _post(transport, scope, session_id, {**opening, "params": initialize})
+        post = transport.handle_request
+        answer = await _post(post, scope, session_id, {**opening, "params": initialize})
         if answer.status != 200 or b'"result"' not in answer.body:
             raise _Refused(f"the replayed initialize was answered {answer.status}")
         ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        answer = await _post(transport, scope, session_id, ready)
+        answer = await _post(post, scope, session_id, ready)
         if answer.status != 202:
             raise _Refused(f"the replayed notifications/initialized was answered {answer.status}")
 
@@ -434,13 +533,14 @@ class _Answer:
 
 
 async def _post(
-    transport: StreamableHTTPServerTransport,
+    app: _ASGIApp,
     scope: MutableMapping[str, Any],
     session_id: str,
     message: dict[str, Any],
 ) -> _Answer:
-    """POST `message` to `transport` as the client would (its Host, Origin and identity kept,
-    for the transport's checks and the server's middleware), and read the whole answer."""
+    """POST `message` to `app` (a session's transport, or the manager) as the client would
+    (its Host, Origin and identity kept, for the transport's checks and the server's
+    middleware), and read the whole answer."""
     import anyio
 
     body = json.dumps(message).encode()
@@ -474,7 +574,7 @@ async def _post(
                 done.set()
 
     with anyio.fail_after(30):  # the server answers a handshake at once; never wait forever
-        await transport.handle_request(synthetic, receive, collect)
+        await app(synthetic, receive, collect)
     done.set()
     return _Answer(status=status, body=b"".join(chunks))
 
@@ -502,6 +602,67 @@ class _Probe:
     async def flush(self) -> None:
         for message in self.held:
             await self.send(message)
+
+
+def _answer_key(session_id: str, asked: str) -> str:
+    return f"mcp-answer:{session_id}:{asked}"
+
+
+def _name_questions(chunk: bytes, nonce: str) -> tuple[bytes, list[tuple[str, Any]]]:
+    """`chunk` of an event stream with each server-to-client request's id made
+    `tnx:NONCE:ID`; and the (new id, original id) pairs."""
+    if b'"method"' not in chunk:
+        return chunk, []
+    lines = chunk.split(b"\n")
+    asked: list[tuple[str, Any]] = []
+    for i, line in enumerate(lines):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            message = json.loads(line[5:])
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            new = f"{_QUESTION}{nonce}:{json.dumps(message['id'])}"
+            asked.append((new, message["id"]))
+            message["id"] = new
+            end = b"\r" if line.endswith(b"\r") else b""
+            lines[i] = b"data: " + json.dumps(message, separators=(",", ":")).encode() + end
+    return b"\n".join(lines), asked
+
+
+def _answer_to(body: bytes) -> tuple[str, str, Any] | None:
+    """For a client's answer to a question `_name_questions` named: its id, the replica's
+    nonce and the question's original id; None for anything else."""
+    if _QUESTION.encode() not in body:
+        return None
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" in message:
+        return None
+    asked = message.get("id")
+    if not isinstance(asked, str) or not asked.startswith(_QUESTION):
+        return None
+    nonce, _, original = asked[len(_QUESTION) :].partition(":")
+    try:
+        return asked, nonce, json.loads(original)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _with_id(body: bytes, original: Any) -> bytes:
+    """A client's answer with the id the session's own question had."""
+    message = json.loads(body)
+    message["id"] = original
+    return json.dumps(message).encode()
+
+
+async def _accepted(send: Any) -> None:
+    """202, as the SDK answers a response the client sends."""
+    await send({"type": "http.response.start", "status": 202, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _headers(scope: MutableMapping[str, Any]) -> dict[bytes, bytes]:
