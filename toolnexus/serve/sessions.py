@@ -16,16 +16,22 @@ With a shared state store, `SharedSessions` sits in front of the SDK's session m
   re-creates the session under the same id: a transport of the SDK's, driven by the SDK's
   `serve_loop`, to which the recorded `initialize` and `notifications/initialized` are replayed
   as the client sent them. Then the request is served there.
-- **Closing.** A DELETE that ended a session removes its record and search state: no replica
-  adopts it again, and replicas that still hold a copy answer 404 and end it.
+- **Closing.** A DELETE that ended a session removes its record and search state before it is
+  answered: no replica adopts it again, and replicas that still hold a copy answer 404 and end
+  it.
+- **Questions.** A request the server sends the client mid-call (an approval's elicitation, an
+  upstream server's forwarded question) waits in the replica that sent it, while the balancer
+  may bring the client's answer to another. So its id is rewritten on the way out to name the
+  asking replica (`tnx:NONCE:ID`); an answer that reaches another replica is left in the store,
+  where the asking one looks for it (every `_ANSWER_POLL_S`), and is handed to its session with
+  the original id.
 
 What moves with a session: its protocol version, the client's capabilities and info (so
 elicitation and sampling still know what the client declared), the caller it belongs to, and
 its tool-search state (`toolnexus.search.sessions`). What restarts on the new replica: requests
-in flight on the old one (they fail there, the client sees the error), the GET event stream
-(the client reopens it), a `logging/setLevel` choice (back to the default), and answers to
-questions the old replica asked the client (an approval question's answer must reach the
-replica that asked it).
+in flight on a replica that died (they fail there, the client sees the error; so do questions
+it had asked), the GET event stream (the client reopens it), and a `logging/setLevel` choice
+(back to the default).
 
 Reliance on the SDK is kept to its public pieces: `StreamableHTTPServerTransport` (its
 constructor, `connect`, `handle_request`, `terminate`, `is_terminated`, `idle_scope`),
@@ -211,11 +217,6 @@ class SharedSessions:
                 self._group = None
                 self._adopted.clear()
 
-    @property
-    def adopted(self) -> int:
-        """Sessions this replica re-created and still holds."""
-        return len(self._adopted)
-
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -293,9 +294,10 @@ class SharedSessions:
                 await self._end(session_id)
             await _jsonrpc_error(send, 404, "Session not found", code=-32600)
             return
-        await self._refresh(session_id, keys)
         if scope["method"] == "DELETE":
-            send = self._closing(send, session_id, keys)
+            await self._close(session_id, keys, scope, receive, send)
+            return
+        await self._refresh(session_id, keys)
         send = self._asking(send, session_id, scope)
         body = await _body(receive)
         if body is None:
@@ -314,7 +316,6 @@ class SharedSessions:
         held = self._adopted.get(session_id)
         if held is not None and not held.is_terminated:
             await held.handle_request(scope, _replay(body, receive), send)
-            await self._after(session_id, scope, held.is_terminated)
             return
         probe = _Probe(send)
         await self.manager_app(scope, _replay(body, receive), probe)
@@ -325,7 +326,6 @@ class SharedSessions:
             await probe.flush()  # its 404: nothing else can be done here
             return
         await adopted.handle_request(scope, _replay(body, receive), send)
-        await self._after(session_id, scope, adopted.is_terminated)
 
     # --- questions the server asks the client (approvals, forwarded elicitation, sampling) ---
 
@@ -411,23 +411,29 @@ class SharedSessions:
         await self.store.touch(keys.record, ttl=SESSION_TTL_S)
         await self.store.touch(keys.search, ttl=SESSION_TTL_S)
 
-    def _closing(self, send: Any, session_id: str, keys: SessionKeys) -> Any:
-        """The `send` of a DELETE: once the session has ended (a 2xx answer), its record and
-        search state are removed before the client is told, so no replica adopts it after."""
-
-        async def closing(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
-                self._touched.pop(session_id, None)
-                await self.store.delete(keys.record)
-                await self.store.delete(keys.search)
-            await send(message)
-
-        return closing
-
-    async def _after(self, session_id: str, scope: MutableMapping[str, Any], ended: bool) -> None:
-        """After a DELETE that ended the session: drop this replica's copy."""
-        if scope["method"] == "DELETE" and ended:
-            await self._end(session_id)
+    async def _close(
+        self,
+        session_id: str,
+        keys: SessionKeys,
+        scope: MutableMapping[str, Any],
+        receive: Any,
+        send: Any,
+    ) -> None:
+        """A DELETE: the record and search state go first (the store unreachable, nothing is
+        closed and the client is told so), so no replica adopts the session from then on; then
+        the copy held here ends, and the manager's, if it holds one."""
+        await self.store.delete(keys.record)
+        await self.store.delete(keys.search)
+        self._touched.pop(session_id, None)
+        held = self._adopted.pop(session_id, None)
+        if held is not None and not held.is_terminated:
+            await held.handle_request(scope, receive, send)  # ends it and answers 200
+            return
+        probe = _Probe(send)
+        await self.manager_app(scope, receive, probe)
+        if probe.unknown:  # held nowhere here: closed all the same
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
 
     async def _end(self, session_id: str) -> None:
         held = self._adopted.pop(session_id, None)
