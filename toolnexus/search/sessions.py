@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import Result, current_caller
 from ..errors import UsageError
-from .state import SearchState
+from .state import SEARCH_METADATA, SearchState
 
 if TYPE_CHECKING:
     from ..state import StateBackend
@@ -74,6 +74,8 @@ class SessionStates:
         """
         from mcp import types
 
+        if SEARCH_METADATA not in result.metadata:  # not a search: no state to read
+            return
         state = await self.state(ctx)
         if state is None or not state.observe(result):
             return
