@@ -471,7 +471,7 @@ class SharedSessions:
             self._adopted[session_id] = transport
             try:
                 await self._handshake(transport, session_id, initialize, scope)
-            except _Refused as exc:
+            except (_Refused, TimeoutError) as exc:
                 logger.warning("not adopting session %s: %s", session_id[:64], exc)
                 await self._end(session_id)
                 return None
@@ -649,8 +649,8 @@ def _answer_to(body: bytes) -> tuple[str, str, Any] | None:
     if not isinstance(message, dict) or "method" in message:
         return None
     asked = message.get("id")
-    if not isinstance(asked, str) or not asked.startswith(_QUESTION):
-        return None
+    if not isinstance(asked, str) or not asked.startswith(_QUESTION) or len(asked) > 128:
+        return None  # longer ids are not ones a replica gave: they never become store keys
     nonce, _, original = asked[len(_QUESTION) :].partition(":")
     try:
         return asked, nonce, json.loads(original)
