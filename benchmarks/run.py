@@ -1378,6 +1378,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "tracing": lambda: __import__("tracing").bench(),  # benchmarks/tracing.py
     "state": lambda: __import__("state").bench(),  # benchmarks/state.py
     "replicas": lambda: __import__("replicas").bench(),  # benchmarks/replicas.py
+    "sessions": lambda: __import__("sessions").bench(),  # benchmarks/sessions.py
     "tool_search": lambda: __import__("tool_search").bench_tool_search(),
     "mcp_auth": lambda: __import__("mcp_auth").bench_mcp_auth(),  # benchmarks/mcp_auth.py
     "mcp_client": lambda: __import__("mcp_client").bench_mcp_client(),

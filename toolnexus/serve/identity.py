@@ -610,6 +610,12 @@ def remember_caller(scope: MutableMapping[str, Any], caller: Caller) -> None:
     scope[_CALLER_KEY] = caller
 
 
+def scope_caller(scope: Any) -> Caller | None:
+    """The caller `remember_caller` left in an ASGI scope (None: nobody was identified)."""
+    caller = scope.get(_CALLER_KEY) if isinstance(scope, Mapping) else None
+    return caller if isinstance(caller, Caller) else None
+
+
 class OAuthGate:
     """ASGI middleware: every HTTP request but `exempt` paths carries a token `validator`
     accepts; the answers a refused request gets are the ones MCP clients act on (RFC 6750 and
@@ -733,8 +739,6 @@ def _principal(token: str, caller: Caller, audience: str) -> Any:
 async def bind_caller(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
     """Server middleware: `current_caller()` is the caller of the HTTP request that carried
     this message while it is handled (tool calls included)."""
-    request = getattr(ctx, "request", None)
-    scope = getattr(request, "scope", None)
-    caller = scope.get(_CALLER_KEY) if isinstance(scope, Mapping) else None
+    caller = scope_caller(getattr(getattr(ctx, "request", None), "scope", None))
     with acting_as(caller):
         return await call_next(ctx)

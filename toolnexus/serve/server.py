@@ -331,6 +331,7 @@ def _build_server(
     from mcp.shared.exceptions import MCPDeprecationWarning
 
     from ..adapters import mcp_result, mcp_tools
+    from ..base import Result
     from ..search.sessions import SessionStates
     from .log import ClientLogLevels, forward_logs
 
@@ -342,7 +343,10 @@ def _build_server(
     )
 
     announcer = _Announcer()
-    searches = SessionStates()  # each client's loaded deferred tools
+    from ..state.memory import MemoryState
+
+    # Each session's loaded deferred tools: in the store when replicas share one.
+    searches = SessionStates(None if isinstance(toolkit.store, MemoryState) else toolkit.store)
     log_levels = ClientLogLevels()
 
     class ToolkitServer(Server[Any]):
@@ -363,7 +367,16 @@ def _build_server(
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=mcp_tools(toolkit.tools(), state=searches.state(ctx)))
+        try:
+            state = await searches.state(ctx)
+        except StateUnavailable as exc:
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(
+                code=types.INTERNAL_ERROR,
+                message=f"cannot list this session's tools: the state store: {exc}",
+            ) from exc
+        return types.ListToolsResult(tools=mcp_tools(toolkit.tools(), state=state))
 
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
@@ -400,7 +413,13 @@ def _build_server(
                 middleware=logs,
                 **forwarding(ctx),  # progress and the servers' questions go to this client
             )
-        await searches.observe(ctx, result)
+        try:
+            await searches.observe(ctx, result)
+        except StateUnavailable as exc:  # the search ran; what it found cannot be kept
+            result = Result.error(
+                f"tool_search found tools, but they could not be loaded for this session: {exc}",
+                error_type="StateUnavailable",
+            )
         if metrics is not None:
             metrics.call(label, outcome(result), time.perf_counter() - started)
         if result.is_error and written.origin and written.origin != verdict.origin:
@@ -675,9 +694,7 @@ async def _serve_stdio_manifest(
 
     toolkit = acreate_toolkit(manifest, watch=watch, elicitation=ask, sampling=ask, state=state)
     async with await toolkit as tk:
-        await serve_stdio(
-            tk, approval_timeout=approval_timeout, approval_secret=approval_secret
-        )
+        await serve_stdio(tk, approval_timeout=approval_timeout, approval_secret=approval_secret)
 
 
 # --- streamable HTTP --------------------------------------------------------------------------
@@ -811,6 +828,8 @@ def http_app(
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
+    from ..state.memory import MemoryState
+
     if (auth is None or state is None) and isinstance(source, str | Path):
         from ..manifest import load_manifest
 
@@ -847,12 +866,29 @@ def http_app(
                 stateless=stateless,
                 security_settings=_security(host),
             )
+            mcp_app: _ASGIApp = StreamableHTTPASGIApp(manager)
+            shared = None
+            if not stateless and not isinstance(toolkit.store, MemoryState):
+                from .sessions import SharedSessions
+
+                # Replicas sharing the store serve each other's sessions (serve.sessions);
+                # made first, so an SDK it cannot drive fails start-up plainly.
+                shared = SharedSessions(
+                    mcp_app,
+                    server=server,
+                    store=toolkit.store,
+                    security=_security(host),
+                    answer_wait=approval_timeout,
+                )
             await stack.enter_async_context(manager.run())
+            if shared is not None:
+                await stack.enter_async_context(shared.run())
+                mcp_app = shared
             if validator is not None:
                 stack.push_async_callback(validator.aclose)
                 await validator.prepare()
             endpoint.toolkit = toolkit
-            endpoint.app = StreamableHTTPASGIApp(manager)
+            endpoint.app = mcp_app
             try:
                 yield
             finally:

@@ -87,6 +87,13 @@ class StateBackend(Protocol):
         """
         ...
 
+    async def touch(self, key: str, *, ttl: float) -> bool:
+        """Keep the value at `key` for `ttl` seconds from now: True when it was there, False
+        (and nothing stored) when it was not. Never brings a deleted value back, as a `put` of
+        what was read earlier could (a served MCP session closed on one replica stays closed
+        while another replica keeps it alive)."""
+        ...
+
     async def claim(self, key: str, *, ttl: float) -> bool:
         """Take `key` for `ttl` seconds: True for the one call that took it, False for every
         other call (from any toolkit or replica on the store) until it expires. What makes a

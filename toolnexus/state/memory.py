@@ -78,6 +78,12 @@ class MemoryState:
             await self.put(key, new, ttl=math.inf if ttl is None else ttl)
         return new
 
+    async def touch(self, key: str, *, ttl: float) -> bool:
+        if await self.get(key) is None:  # get drops it when it has expired
+            return False
+        self._values[key] = (time.monotonic() + ttl, self._values[key][1])
+        return True
+
     async def claim(self, key: str, *, ttl: float) -> bool:
         now = time.monotonic()
         if len(self._claims) >= self._sweep_at:  # drop ended claims once the record doubled

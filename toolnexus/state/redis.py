@@ -235,6 +235,15 @@ class RedisState:
             "was being updated; nothing was written"
         )
 
+    async def touch(self, key: str, *, ttl: float) -> bool:
+        from redis.exceptions import RedisError
+
+        try:  # PEXPIRE sets nothing on a missing key
+            kept = await self._command("PEXPIRE", self.prefix + key, max(1, round(ttl * 1000)))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return bool(kept)
+
     async def claim(self, key: str, *, ttl: float) -> bool:
         from redis.exceptions import RedisError
 
