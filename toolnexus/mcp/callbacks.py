@@ -102,6 +102,22 @@ _asking: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
 )
 
 
+class _Running:
+    """`InFlight.running`: the call is found by its questions while the block runs."""
+
+    __slots__ = ("_ctx", "_inflight", "_token")
+
+    def __init__(self, inflight: InFlight, ctx: ToolContext) -> None:
+        self._inflight = inflight
+        self._ctx = ctx
+
+    def __enter__(self) -> None:
+        self._token = self._inflight._enter(self._ctx)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._inflight._leave(self._ctx, self._token)
+
+
 class InFlight:
     """The calls running on one server, so that its questions find the call that asked."""
 
@@ -109,17 +125,20 @@ class InFlight:
         self._calls: dict[int, ToolContext] = {}
         self._answering: dict[int, set[anyio.CancelScope]] = {}
 
-    @contextmanager
-    def running(self, ctx: ToolContext) -> Iterator[None]:
-        token = _asking.set(ctx)
+    def running(self, ctx: ToolContext) -> _Running:
+        """A context in which `ctx`'s call is running (a class rather than a generator: it
+        is entered on every call)."""
+        return _Running(self, ctx)
+
+    def _enter(self, ctx: ToolContext) -> contextvars.Token[ToolContext | None]:
         self._calls[id(ctx)] = ctx
-        try:
-            yield
-        finally:
-            self._calls.pop(id(ctx), None)
-            for scope in self._answering.pop(id(ctx), ()):
-                scope.cancel()
-            _asking.reset(token)
+        return _asking.set(ctx)
+
+    def _leave(self, ctx: ToolContext, token: contextvars.Token[ToolContext | None]) -> None:
+        self._calls.pop(id(ctx), None)
+        for scope in self._answering.pop(id(ctx), ()):
+            scope.cancel()
+        _asking.reset(token)
 
     @contextmanager
     def answering(self, ctx: ToolContext | None) -> Iterator[anyio.CancelScope]:

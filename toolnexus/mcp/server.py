@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import inspect
 import logging
 import os
@@ -773,10 +774,9 @@ class McpServer:
     # -- calls --------------------------------------------------------------------------------
 
     def _handler(self, mcp_name: str) -> ToolHandler:
-        async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
-            return await self._call(mcp_name, arguments, ctx)
-
-        return handler
+        # A partial rather than an `async def` wrapper: one coroutine less to create and to
+        # resume at each step of every call.
+        return functools.partial(self._call, mcp_name)
 
     async def _call(self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Result:
         conn = self._conn
@@ -989,6 +989,7 @@ def _http_stand_in(exc: BaseException) -> bool:
 
 
 _UNSENT = object()
+"""What `McpServer._send` returns for a call the server did not run."""
 
 _URL_ROUNDS = 3
 """URL elicitation rounds (-32042) one call goes through before it gives up: a server that
@@ -1015,7 +1016,6 @@ def _url_elicitations(exc: BaseException) -> _UrlElicitations | None:
     except ValueError:  # malformed elicitations: the error goes to the model as it is
         return None
     return _UrlElicitations(elicitations=list(needed.elicitations), message=leaf.message)
-"""What `McpServer._send` returns for a call the server did not run."""
 
 
 def _dropped(exc: BaseException, http_status: HttpStatus | None) -> bool:
@@ -1082,26 +1082,19 @@ async def _watched(transport: Any, conn: _Connection) -> AsyncIterator[tuple[Any
         yield _EndWatch(read, conn), write
 
 
-def _screened(item: Any, conn: _Connection) -> Any:
-    """`item`, with malformed tools taken out if it answers `tools/list`: the only MCP result
-    that holds a `tools` list."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCResponse
-
-    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
-        result = item.message.result
-        if isinstance(result, dict) and isinstance(result.get("tools"), list):
-            conn.screen_listing(result)
-    return item
-
-
 class _EndWatch:
     """A read stream that tells its connection when it ends, and screens tool listings;
     otherwise it is the stream."""
 
     def __init__(self, stream: Any, conn: _Connection) -> None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import JSONRPCResponse
+
         self._stream = stream
         self._conn = conn
+        # Looked up once: `_screened` runs for every message of the session.
+        self._session_message: type[Any] = SessionMessage
+        self._response: type[Any] = JSONRPCResponse
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -1121,13 +1114,22 @@ class _EndWatch:
 
     async def __anext__(self) -> Any:
         try:
-            return _screened(await self._stream.__anext__(), self._conn)
+            return self._screened(await self._stream.__anext__())
         except StopAsyncIteration:
             self._conn.mark_ended()
             raise
 
     async def receive(self) -> Any:
-        return _screened(await self._stream.receive(), self._conn)
+        return self._screened(await self._stream.receive())
+
+    def _screened(self, item: Any) -> Any:
+        """`item`, with malformed tools taken out if it answers `tools/list`: the only MCP
+        result that holds a `tools` list."""
+        if isinstance(item, self._session_message) and isinstance(item.message, self._response):
+            result = item.message.result
+            if isinstance(result, dict) and isinstance(result.get("tools"), list):
+                self._conn.screen_listing(result)
+        return item
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -1147,9 +1149,7 @@ async def connect_all(servers: Iterable[McpServer]) -> None:
         # Each server's start and end is a log record carrying `mcp_progress`, so a listener on
         # another thread (the CLI's live lines, an application's log) sees servers as they
         # finish, not after the slowest one.
-        logger.debug(
-            "MCP server %r starting", server.name, extra={"mcp_progress": server.status}
-        )
+        logger.debug("MCP server %r starting", server.name, extra={"mcp_progress": server.status})
         try:
             await server.start()
         except SourceError as exc:

@@ -159,6 +159,8 @@ async def bounded_stdio_client(
             return False
         return True
 
+    whole_line_max = min(max_message, _OFF_LOOP)
+
     async def read_lines() -> None:
         assert process.stdout is not None
         pending = bytearray()  # the current line; `+=` on a bytearray is amortised linear
@@ -167,6 +169,14 @@ async def bounded_stdio_client(
             start = 0
             while start <= len(chunk):
                 end = chunk.find(b"\n", start)
+                if 0 <= end - start <= whole_line_max and not pending and not skipping:
+                    # A whole line within this chunk (most messages): parsed from the chunk,
+                    # without going through `pending`.
+                    line = chunk[start:end]
+                    if line and not line.isspace() and not await deliver(parse(line)):
+                        return
+                    start = end + 1
+                    continue
                 piece = chunk[start:] if end < 0 else chunk[start:end]
                 if not skipping:
                     pending += piece
