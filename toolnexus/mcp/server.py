@@ -47,6 +47,7 @@ import anyio
 
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import SourceError, ToolError, UsageError
+from ..runtime.resident import current_launchers
 from .auth import (
     LoginProblem,
     describe_flow_error,
@@ -72,6 +73,7 @@ from .convert import (
     to_result,
     translate_error,
 )
+from .forked import ForkedServer
 from .spec import McpServerSpec, redact_url
 from .tasks import task_tools
 
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp.client.session import MessageHandlerFnT
 
+    from ..runtime.resident import Launchers
     from ..runtime.sandbox import SandboxPolicy
 
 __all__ = [
@@ -149,6 +152,11 @@ class McpServerStatus:
     """Seconds until the next restart attempt is allowed, when the server is down."""
     sandbox: str | None = None
     """How a sandboxed stdio server is confined: `bwrap`, `landlock` or `none`."""
+    launch: Literal["resident", "per-call"] | None = None
+    """How a stdio server's process was last started: `resident`, forked by the toolkit's
+    resident launcher for its sandbox policy (Landlock), or `per-call`, a process of its own
+    (no sandbox, bwrap, or no resident launcher could run it); None before the first start
+    and for HTTP servers."""
     unconfined: bool = False
     """True when a sandbox was asked for (with `required: false`) and none could be applied."""
     skipped: tuple[SkippedTool, ...] = ()
@@ -173,6 +181,7 @@ class McpServerStatus:
             "protocol_version": self.protocol_version,
             "retry_in": self.retry_in,
             "sandbox": self.sandbox,
+            "launch": self.launch,
             "unconfined": self.unconfined,
             "skipped": [s.to_dict() for s in self.skipped],
             "tools_changed": self.tools_changed,
@@ -302,6 +311,7 @@ class McpServer:
         on_tools_changed: ToolsChangedCallback | None = None,
         handlers: McpHandlers | None = None,
         roots: Sequence[Path] = (),
+        launchers: Launchers | None = None,
     ) -> None:
         """Prepare the connection; nothing runs until `start()`.
 
@@ -315,6 +325,9 @@ class McpServer:
             handlers: the application's elicitation and sampling handlers; a capability is
                 declared to the server only when its handler is given.
             roots: folders offered to the server on `roots/list` (after the workspace).
+            launchers: the resident launchers a Landlock-sandboxed server is forked from
+                (default: those of the toolkit being built, `current_launchers`); with none,
+                every start is a process of its own.
         """
         self.spec = spec
         self.handlers = handlers or McpHandlers()
@@ -323,6 +336,8 @@ class McpServer:
         self._task_support: dict[str, str] = {}
         """The server's tool names whose `execution.taskSupport` is given, with its value."""
         self.sandbox = sandbox if spec.transport == "stdio" else None
+        self._launchers = launchers if launchers is not None else current_launchers.get()
+        self._launch: Literal["resident", "per-call"] | None = None
         self.workspace = workspace
         self.on_tools_changed = on_tools_changed
         self._state = McpServerState.NEW
@@ -373,6 +388,7 @@ class McpServer:
             protocol_version=self._protocol_version,
             retry_in=retry_in,
             sandbox=self._mechanism,
+            launch=self._launch,
             unconfined=self._unconfined,
             skipped=self._skipped,
             tools_changed=self._tools_changed,
@@ -569,8 +585,10 @@ class McpServer:
         assert spec.command is not None and conn.stderr is not None
         argv = [spec.command, *spec.args]
         env = dict(spec.env)
+        resident: tuple[Launchers, str] | None = None
         if self.sandbox is not None:
             from ..runtime.sandbox import wrap_command
+            from .forked import resident_key
 
             wrapped = wrap_command(
                 argv,
@@ -585,9 +603,13 @@ class McpServer:
             # The wrapped environment is complete; the SDK adds its few defaults (HOME, PATH...)
             # and the sandbox chains drop those the policy does not allow.
             argv, env = list(wrapped.argv), wrapped.env
+            key = resident_key(wrapped, self.sandbox)
+            if key is not None and self._launchers is not None:
+                resident = (self._launchers, key)
         process = await stack.enter_async_context(
-            started_process(argv, env=env, cwd=spec.cwd, errlog=conn.stderr)
+            started_process(argv, env=env, cwd=spec.cwd, errlog=conn.stderr, resident=resident)
         )
+        self._launch = "resident" if isinstance(process, ForkedServer) else "per-call"
         return bounded_stdio_client(
             process, max_message=spec.max_message, on_broken=conn.set_broken
         )
