@@ -102,22 +102,6 @@ _asking: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
 )
 
 
-class _Running:
-    """`InFlight.running`: the call is found by its questions while the block runs."""
-
-    __slots__ = ("_ctx", "_inflight", "_token")
-
-    def __init__(self, inflight: InFlight, ctx: ToolContext) -> None:
-        self._inflight = inflight
-        self._ctx = ctx
-
-    def __enter__(self) -> None:
-        self._token = self._inflight._enter(self._ctx)
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._inflight._leave(self._ctx, self._token)
-
-
 class InFlight:
     """The calls running on one server, so that its questions find the call that asked."""
 
@@ -125,16 +109,14 @@ class InFlight:
         self._calls: dict[int, ToolContext] = {}
         self._answering: dict[int, set[anyio.CancelScope]] = {}
 
-    def running(self, ctx: ToolContext) -> _Running:
-        """A context in which `ctx`'s call is running (a class rather than a generator: it
-        is entered on every call)."""
-        return _Running(self, ctx)
-
-    def _enter(self, ctx: ToolContext) -> contextvars.Token[ToolContext | None]:
+    def enter(self, ctx: ToolContext) -> contextvars.Token[ToolContext | None]:
+        """`ctx`'s call runs from now until `leave`: the server's questions find it. A pair
+        of calls, not a context manager: it is entered on every call."""
         self._calls[id(ctx)] = ctx
         return _asking.set(ctx)
 
-    def _leave(self, ctx: ToolContext, token: contextvars.Token[ToolContext | None]) -> None:
+    def leave(self, ctx: ToolContext, token: contextvars.Token[ToolContext | None]) -> None:
+        """The call has ended: the questions it was asked are answered no more."""
         self._calls.pop(id(ctx), None)
         for scope in self._answering.pop(id(ctx), ()):
             scope.cancel()

@@ -864,7 +864,8 @@ class McpServer:
             timeout = remaining
         conn.calls += 1
         try:
-            with self._inflight.running(ctx):
+            running = self._inflight.enter(ctx)
+            try:
                 raw = await call_tool(
                     client,
                     mcp_name,
@@ -875,6 +876,8 @@ class McpServer:
                     max_total=self.spec.max_total_timeout,
                     as_task=self._task_support.get(mcp_name) == "required",
                 )
+            finally:
+                self._inflight.leave(ctx, running)
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
             urls = _url_elicitations(exc)
             if urls is not None:
