@@ -158,20 +158,22 @@ class ForkedServer:
         """Wait for the reaper's `started` line.
 
         Raises:
-            FileNotFoundError: the command does not exist.
-            PermissionError: it cannot be run (or the reaper could not start it).
+            FileNotFoundError: the command (or its folder) does not exist.
+            PermissionError: it cannot be run.
+            OSError: the reaper said nothing (it died, or did not answer in time).
         """
         line = b""
         with anyio.move_on_after(_FIRST_LINE):
             line = await self._status.readline()
         if line.startswith(b"started "):
             return
-        message = line.decode("utf-8", "replace").strip()
-        word, _, rest = message.partition(" ")
+        word, _, rest = line.decode("utf-8", "replace").strip().partition(" ")
         code, _, why = rest.partition(" ")
         if word == "error" and code == "127":
             raise FileNotFoundError(errno.ENOENT, why)
-        raise PermissionError(errno.EACCES, why or "the resident launcher did not start it")
+        if word == "error":
+            raise PermissionError(errno.EACCES, why)
+        raise OSError(errno.ECHILD, "the resident launcher's fork did not report the start")
 
     async def terminate_tree(self, grace: float) -> None:
         """SIGTERM the server's tree, `grace` seconds, then SIGKILL all of it; reap it."""
