@@ -589,9 +589,12 @@ async def _bench_mcp_sandboxed() -> None:
             (f"{label}: per-call launch (before)", statistics.median(walls[0]), "ms",
              f"runs {spread(walls[0])} ms" + (before if cpu else "")),
             (f"{label}: resident launcher (now)", statistics.median(walls[1]), "ms",
-             f"**{statistics.median(saved):.1f} ms less** (median of {len(saved)} paired rounds, "
+             f"**{_less(statistics.median(saved))}** (median of {len(saved)} paired rounds, "
              f"quartiles {_quartiles(saved)})" + (after if cpu else "")),
         ]  # fmt: skip
+
+    def _less(ms: float) -> str:
+        return f"{ms:.1f} ms less" if ms >= 0 else f"{-ms:.1f} ms more"
 
     try:
         if not detect().landlock.available:
