@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 
 from ..runtime import reaper
 from ..runtime.resident import Launched, Launchers
@@ -212,9 +211,11 @@ async def fork_server(
     """Fork `argv` (a Landlock-wrapped command) in the resident launcher `key`; None when no
     resident launcher can run it (the caller starts it the per-call way).
 
-    The pipes are connected to the loop before the fork, and the fork is asked for in a worker
-    thread (the first request waits for the launcher's start-up, which must not hold up the
-    loop); that wait cannot be cancelled, so the fork is always owned by the result.
+    The pipes are connected to the loop before the fork, and the fork is asked for on the loop's
+    own thread, without an await between it and the result, so the fork is always owned. Not
+    in a worker thread, although the first request waits for the launcher's start-up: the
+    launcher's parent-death signal fires when the *thread* that started it ends, and an idle
+    worker thread ends after a few seconds, killing the launcher and every server it forked.
 
     Args:
         errlog: the file descriptor the server's stderr goes to.
@@ -247,13 +248,10 @@ async def fork_server(
             readers.append(reader)
             ends.append(write)
 
-        def launch() -> Launched | None:
-            return launchers.launch(
-                key, argv=argv, env=env, cwd=cwd, grace=grace,
-                stdin=in_r, stdout=ends[0], stderr=errlog, status=ends[1],
-            )  # fmt: skip
-
-        launched = await anyio.to_thread.run_sync(launch)
+        launched = launchers.launch(
+            key, argv=argv, env=env, cwd=cwd, grace=grace,
+            stdin=in_r, stdout=ends[0], stderr=errlog, status=ends[1],
+        )  # fmt: skip
     finally:
         for fd in theirs:
             os.close(fd)
