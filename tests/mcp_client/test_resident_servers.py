@@ -14,9 +14,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -257,6 +259,31 @@ def test_the_toolkit_status_reports_how_a_server_was_started(
         assert status["spawner"]["sandbox"] == mechanism
         assert status["plain"]["launch"] == "per-call"  # no sandbox: started directly
         assert kit.execute("pid", {}).content.isdigit()
+
+
+@pytest.mark.anyio
+async def test_the_launcher_is_asked_for_on_the_loops_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launchers: Launchers
+) -> None:
+    """The launcher dies when the *thread* that started it ends (its parent-death signal): it
+    must be started by the loop's thread, which lives as long as the toolkit, never by a
+    worker thread that is retired when idle."""
+    only_mechanism("landlock", monkeypatch)
+    asked_from: list[int] = []
+    launch = launchers.launch
+
+    def recording(*args: Any, **keys: Any) -> Any:
+        asked_from.append(threading.get_ident())
+        return launch(*args, **keys)
+
+    monkeypatch.setattr(launchers, "launch", recording)
+    server = McpServer(spec(), sandbox=POLICY, workspace=tmp_path, launchers=launchers)
+    try:
+        await server.start()
+        assert server.status.launch == "resident"
+    finally:
+        await server.aclose()
+    assert asked_from == [threading.get_ident()]
 
 
 @pytest.mark.anyio
