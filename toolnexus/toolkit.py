@@ -772,9 +772,15 @@ async def _create(
     async def builder(number: int, previous: Generation | None) -> Generation:
         # The toolkit hears of a server's new tool list through a callback handed down.
         changed = toolkit._server_tools_changed if toolkit is not None else None
-        return await build_generation(
-            options, number=number, previous=previous, on_tools_changed=changed
-        )
+        # The toolkit's launchers, for the MCP servers this build starts (a sandboxed stdio
+        # server is forked from the resident launcher of its policy).
+        launchers = current_launchers.set(toolkit._launchers if toolkit is not None else None)
+        try:
+            return await build_generation(
+                options, number=number, previous=previous, on_tools_changed=changed
+            )
+        finally:
+            current_launchers.reset(launchers)
 
     toolkit = Toolkit(loop=loop, loop_thread=loop_thread, builder=builder, source=options.source)
     toolkit.store = store

@@ -109,17 +109,18 @@ class InFlight:
         self._calls: dict[int, ToolContext] = {}
         self._answering: dict[int, set[anyio.CancelScope]] = {}
 
-    @contextmanager
-    def running(self, ctx: ToolContext) -> Iterator[None]:
-        token = _asking.set(ctx)
+    def enter(self, ctx: ToolContext) -> contextvars.Token[ToolContext | None]:
+        """`ctx`'s call runs from now until `leave`: the server's questions find it. A pair
+        of calls, not a context manager: it is entered on every call."""
         self._calls[id(ctx)] = ctx
-        try:
-            yield
-        finally:
-            self._calls.pop(id(ctx), None)
-            for scope in self._answering.pop(id(ctx), ()):
-                scope.cancel()
-            _asking.reset(token)
+        return _asking.set(ctx)
+
+    def leave(self, ctx: ToolContext, token: contextvars.Token[ToolContext | None]) -> None:
+        """The call has ended: the questions it was asked are answered no more."""
+        self._calls.pop(id(ctx), None)
+        for scope in self._answering.pop(id(ctx), ()):
+            scope.cancel()
+        _asking.reset(token)
 
     @contextmanager
     def answering(self, ctx: ToolContext | None) -> Iterator[anyio.CancelScope]:

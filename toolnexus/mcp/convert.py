@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import fnmatch
+import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -295,9 +297,47 @@ def to_result(
 
 
 def _json_longer_than(value: object, limit: int) -> bool:
-    import json
+    """Whether `json.dumps(value, ensure_ascii=False, default=str)` is longer than `limit`.
 
+    Most structured results are far shorter than `max_output`: a bound on their length, read
+    from the sizes of their strings, settles it without encoding them (encoding even a small
+    dict costs several times more, on every call)."""
+    if _json_bound(value, limit) <= limit:
+        return False
     return len(json.dumps(value, ensure_ascii=False, default=str)) > limit
+
+
+def _json_bound(value: object, budget: int) -> float:
+    """An upper bound on the length of `value` as JSON, or infinity once past `budget` (or for
+    a value JSON does not hold, which `default=str` would turn into something of any length).
+
+    A string takes at most 6 characters per character (`\\u001f`) plus its quotes; a container
+    its brackets and the `", "` and `": "` separators; a number its text (and `Infinity`)."""
+    todo: list[object] = [value]
+    total = 0
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            total += 2 + 6 * len(item)
+        elif isinstance(item, dict):
+            total += 2 + 4 * len(item)
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return math.inf
+                total += 2 + 6 * len(key)
+                todo.append(inner)
+        elif isinstance(item, list):
+            total += 2 + 2 * len(item)
+            todo.extend(item)
+        elif item is None or isinstance(item, bool):
+            total += 5
+        elif isinstance(item, int | float):
+            total += len(repr(item)) + 6  # `inf` is written `Infinity`
+        else:
+            return math.inf
+        if total > budget:
+            return math.inf
+    return total
 
 
 def _b64(data: str) -> bytes:

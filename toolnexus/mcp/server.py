@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import inspect
 import logging
 import os
@@ -46,6 +47,7 @@ import anyio
 
 from ..base import Result, Tool, ToolContext, ToolHandler
 from ..errors import SourceError, ToolError, UsageError
+from ..runtime.resident import current_launchers
 from .auth import (
     LoginProblem,
     describe_flow_error,
@@ -71,6 +73,7 @@ from .convert import (
     to_result,
     translate_error,
 )
+from .forked import ForkedServer
 from .spec import McpServerSpec, redact_url
 from .tasks import task_tools
 
@@ -80,6 +83,7 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp.client.session import MessageHandlerFnT
 
+    from ..runtime.resident import Launchers, ResidentPlan
     from ..runtime.sandbox import SandboxPolicy
     from .tokens import LoginStore
 
@@ -149,6 +153,11 @@ class McpServerStatus:
     """Seconds until the next restart attempt is allowed, when the server is down."""
     sandbox: str | None = None
     """How a sandboxed stdio server is confined: `bwrap`, `landlock` or `none`."""
+    launch: Literal["resident", "per-call"] | None = None
+    """How a stdio server's process was last started: `resident`, forked by the toolkit's
+    resident launcher for its sandbox policy (Landlock), or `per-call`, a process of its own
+    (no sandbox, bwrap, or no resident launcher could run it); None before the first start
+    and for HTTP servers."""
     unconfined: bool = False
     """True when a sandbox was asked for (with `required: false`) and none could be applied."""
     skipped: tuple[SkippedTool, ...] = ()
@@ -173,6 +182,7 @@ class McpServerStatus:
             "protocol_version": self.protocol_version,
             "retry_in": self.retry_in,
             "sandbox": self.sandbox,
+            "launch": self.launch,
             "unconfined": self.unconfined,
             "skipped": [s.to_dict() for s in self.skipped],
             "tools_changed": self.tools_changed,
@@ -303,6 +313,7 @@ class McpServer:
         handlers: McpHandlers | None = None,
         roots: Sequence[Path] = (),
         logins: LoginStore | None = None,
+        launchers: Launchers | None = None,
     ) -> None:
         """Prepare the connection; nothing runs until `start()`.
 
@@ -318,6 +329,9 @@ class McpServer:
             roots: folders offered to the server on `roots/list` (after the workspace).
             logins: where `auth: oauth` keeps its login (the toolkit's shared state store);
                 None: the user's token file.
+            launchers: the resident launchers a Landlock-sandboxed server is forked from
+                (default: those of the toolkit being built, `current_launchers`); with none,
+                every start is a process of its own.
         """
         self.spec = spec
         self.handlers = handlers or McpHandlers()
@@ -326,6 +340,8 @@ class McpServer:
         self._task_support: dict[str, str] = {}
         """The server's tool names whose `execution.taskSupport` is given, with its value."""
         self.sandbox = sandbox if spec.transport == "stdio" else None
+        self._launchers = launchers if launchers is not None else current_launchers.get()
+        self._launch: Literal["resident", "per-call"] | None = None
         self.workspace = workspace
         self.logins = logins
         self.on_tools_changed = on_tools_changed
@@ -377,6 +393,7 @@ class McpServer:
             protocol_version=self._protocol_version,
             retry_in=retry_in,
             sandbox=self._mechanism,
+            launch=self._launch,
             unconfined=self._unconfined,
             skipped=self._skipped,
             tools_changed=self._tools_changed,
@@ -573,8 +590,10 @@ class McpServer:
         assert spec.command is not None and conn.stderr is not None
         argv = [spec.command, *spec.args]
         env = dict(spec.env)
+        resident: tuple[Launchers, ResidentPlan] | None = None
         if self.sandbox is not None:
             from ..runtime.sandbox import wrap_command
+            from .forked import resident_plan_for
 
             wrapped = wrap_command(
                 argv,
@@ -589,9 +608,13 @@ class McpServer:
             # The wrapped environment is complete; the SDK adds its few defaults (HOME, PATH...)
             # and the sandbox chains drop those the policy does not allow.
             argv, env = list(wrapped.argv), wrapped.env
+            plan = resident_plan_for(wrapped, self.sandbox)
+            if plan is not None and self._launchers is not None:
+                resident = (self._launchers, plan)
         process = await stack.enter_async_context(
-            started_process(argv, env=env, cwd=spec.cwd, errlog=conn.stderr)
+            started_process(argv, env=env, cwd=spec.cwd, errlog=conn.stderr, resident=resident)
         )
+        self._launch = "resident" if isinstance(process, ForkedServer) else "per-call"
         return bounded_stdio_client(
             process, max_message=spec.max_message, on_broken=conn.set_broken
         )
@@ -778,10 +801,9 @@ class McpServer:
     # -- calls --------------------------------------------------------------------------------
 
     def _handler(self, mcp_name: str) -> ToolHandler:
-        async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Result:
-            return await self._call(mcp_name, arguments, ctx)
-
-        return handler
+        # A partial rather than an `async def` wrapper: one coroutine less to create and to
+        # resume at each step of every call.
+        return functools.partial(self._call, mcp_name)
 
     async def _call(self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Result:
         conn = self._conn
@@ -847,7 +869,8 @@ class McpServer:
             timeout = remaining
         conn.calls += 1
         try:
-            with self._inflight.running(ctx):
+            running = self._inflight.enter(ctx)
+            try:
                 raw = await call_tool(
                     client,
                     mcp_name,
@@ -858,6 +881,8 @@ class McpServer:
                     max_total=self.spec.max_total_timeout,
                     as_task=self._task_support.get(mcp_name) == "required",
                 )
+            finally:
+                self._inflight.leave(ctx, running)
         except Exception as exc:  # boundary: every SDK/transport failure becomes a ToolError
             urls = _url_elicitations(exc)
             if urls is not None:
@@ -994,6 +1019,7 @@ def _http_stand_in(exc: BaseException) -> bool:
 
 
 _UNSENT = object()
+"""What `McpServer._send` returns for a call the server did not run."""
 
 _URL_ROUNDS = 3
 """URL elicitation rounds (-32042) one call goes through before it gives up: a server that
@@ -1020,7 +1046,6 @@ def _url_elicitations(exc: BaseException) -> _UrlElicitations | None:
     except ValueError:  # malformed elicitations: the error goes to the model as it is
         return None
     return _UrlElicitations(elicitations=list(needed.elicitations), message=leaf.message)
-"""What `McpServer._send` returns for a call the server did not run."""
 
 
 def _dropped(exc: BaseException, http_status: HttpStatus | None) -> bool:
@@ -1087,26 +1112,19 @@ async def _watched(transport: Any, conn: _Connection) -> AsyncIterator[tuple[Any
         yield _EndWatch(read, conn), write
 
 
-def _screened(item: Any, conn: _Connection) -> Any:
-    """`item`, with malformed tools taken out if it answers `tools/list`: the only MCP result
-    that holds a `tools` list."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCResponse
-
-    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
-        result = item.message.result
-        if isinstance(result, dict) and isinstance(result.get("tools"), list):
-            conn.screen_listing(result)
-    return item
-
-
 class _EndWatch:
     """A read stream that tells its connection when it ends, and screens tool listings;
     otherwise it is the stream."""
 
     def __init__(self, stream: Any, conn: _Connection) -> None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import JSONRPCResponse
+
         self._stream = stream
         self._conn = conn
+        # Looked up once: `_screened` runs for every message of the session.
+        self._session_message: type[Any] = SessionMessage
+        self._response: type[Any] = JSONRPCResponse
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -1126,13 +1144,22 @@ class _EndWatch:
 
     async def __anext__(self) -> Any:
         try:
-            return _screened(await self._stream.__anext__(), self._conn)
+            return self._screened(await self._stream.__anext__())
         except StopAsyncIteration:
             self._conn.mark_ended()
             raise
 
     async def receive(self) -> Any:
-        return _screened(await self._stream.receive(), self._conn)
+        return self._screened(await self._stream.receive())
+
+    def _screened(self, item: Any) -> Any:
+        """`item`, with malformed tools taken out if it answers `tools/list`: the only MCP
+        result that holds a `tools` list."""
+        if isinstance(item, self._session_message) and isinstance(item.message, self._response):
+            result = item.message.result
+            if isinstance(result, dict) and isinstance(result.get("tools"), list):
+                self._conn.screen_listing(result)
+        return item
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -1152,9 +1179,7 @@ async def connect_all(servers: Iterable[McpServer]) -> None:
         # Each server's start and end is a log record carrying `mcp_progress`, so a listener on
         # another thread (the CLI's live lines, an application's log) sees servers as they
         # finish, not after the slowest one.
-        logger.debug(
-            "MCP server %r starting", server.name, extra={"mcp_progress": server.status}
-        )
+        logger.debug("MCP server %r starting", server.name, extra={"mcp_progress": server.status})
         try:
             await server.start()
         except SourceError as exc:

@@ -19,7 +19,9 @@ in any 2.x release) and replaces the reader:
 
 Starting the process (`started_process`) is separate from the transport and imports nothing of
 the SDK, so a server is started *before* the SDK is imported: `import mcp` takes most of a
-second, and a Python server spends about as long importing it too; the two overlap.
+second, and a Python server spends about as long importing it too; the two overlap. A
+Landlock-sandboxed server is forked by the toolkit's resident launcher when it has one
+(`forked`), which saves an interpreter start-up and puts the server under the reaper.
 """
 
 from __future__ import annotations
@@ -32,12 +34,25 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.to_thread
+from anyio.abc import Process
+
+from .forked import ForkedServer, fork_server
 
 if TYPE_CHECKING:
-    from anyio.abc import Process
     from mcp.shared.message import SessionMessage
 
-__all__ = ["MESSAGE_TOO_LARGE", "bounded_stdio_client", "default_environment", "started_process"]
+    from ..runtime.resident import Launchers, ResidentPlan
+
+ServerProcess = Process | ForkedServer
+"""A server started the per-call way (the toolkit's child) or forked by a resident launcher."""
+
+__all__ = [
+    "MESSAGE_TOO_LARGE",
+    "ServerProcess",
+    "bounded_stdio_client",
+    "default_environment",
+    "started_process",
+]
 
 MESSAGE_TOO_LARGE = -32050
 """JSON-RPC error code (implementation-defined range) of an answer refused for its size."""
@@ -78,7 +93,8 @@ async def started_process(
     env: Mapping[str, str],
     cwd: str | os.PathLike[str] | None,
     errlog: TextIO,
-) -> AsyncIterator[Process]:
+    resident: tuple[Launchers, ResidentPlan] | None = None,
+) -> AsyncIterator[ServerProcess]:
     """Start a server process and yield it; on leaving, a process still running gets the
     spec's shutdown (`bounded_stdio_client` normally gave it already).
 
@@ -87,25 +103,46 @@ async def started_process(
         env: merged over `default_environment()`.
         cwd: the working directory (None: this process's).
         errlog: where the server's stderr goes.
+        resident: the toolkit's launchers and the key of the one to fork the server from
+            (`forked.resident_plan_for`); it is started the per-call way when none can.
+
+    Raises:
+        OSError: the command cannot be started (FileNotFoundError when it does not exist).
     """
-    process = await anyio.open_process(
-        list(argv),
-        env=default_environment() | dict(env),
-        stderr=errlog,
-        cwd=cwd,
-        start_new_session=True,  # one process group: the shutdown reaches its children
-    )
+    full_env = default_environment() | dict(env)
+    process: ServerProcess | None = None
+    if resident is not None:
+        process = await fork_server(
+            *resident,
+            argv,
+            env=full_env,
+            cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+            errlog=errlog.fileno(),
+            grace=_GRACE,
+        )
+    if process is None:
+        process = await anyio.open_process(
+            list(argv),
+            env=full_env,
+            stderr=errlog,
+            cwd=cwd,
+            start_new_session=True,  # one process group: the shutdown reaches its children
+        )
     try:
+        if isinstance(process, ForkedServer):
+            await process.first_report()
         yield process
     finally:
         if process.returncode is None:
             with anyio.CancelScope(shield=True):
                 await _stop(process)
+        if isinstance(process, ForkedServer):
+            process.close()
 
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    process: Process,
+    process: ServerProcess,
     *,
     max_message: int,
     on_broken: Callable[[str], None],
@@ -159,6 +196,8 @@ async def bounded_stdio_client(
             return False
         return True
 
+    whole_line_max = min(max_message, _OFF_LOOP)
+
     async def read_lines() -> None:
         assert process.stdout is not None
         pending = bytearray()  # the current line; `+=` on a bytearray is amortised linear
@@ -167,6 +206,14 @@ async def bounded_stdio_client(
             start = 0
             while start <= len(chunk):
                 end = chunk.find(b"\n", start)
+                if 0 <= end - start <= whole_line_max and not pending and not skipping:
+                    # A whole line within this chunk (most messages): parsed from the chunk,
+                    # without going through `pending`.
+                    line = chunk[start:end]
+                    if line and not line.isspace() and not await deliver(parse(line)):
+                        return
+                    start = end + 1
+                    continue
                 piece = chunk[start:] if end < 0 else chunk[start:end]
                 if not skipping:
                     pending += piece
@@ -237,7 +284,7 @@ def _quote(text: str) -> str:
     return repr(shown)
 
 
-async def _drain(process: Process) -> None:
+async def _drain(process: ServerProcess) -> None:
     """Read and drop what the server still writes, so one blocked on a full pipe can exit."""
     assert process.stdout is not None
     with (
@@ -248,15 +295,19 @@ async def _drain(process: Process) -> None:
             await process.stdout.receive()
 
 
-async def _stop(process: Process) -> None:
-    """The spec's shutdown: close stdin, wait; SIGTERM the process group, wait; SIGKILL."""
+async def _stop(process: ServerProcess) -> None:
+    """The spec's shutdown: close stdin, wait; SIGTERM the process group, wait; SIGKILL (a
+    forked server's reaper kills its whole tree, escapees included)."""
     from mcp.os.posix.utilities import terminate_posix_process_tree
 
     assert process.stdin is not None and process.stdout is not None
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()
     if not await _exited(process, _GRACE):
-        await terminate_posix_process_tree(process, _GRACE)
+        if isinstance(process, ForkedServer):
+            await process.terminate_tree(_GRACE)
+        else:
+            await terminate_posix_process_tree(process, _GRACE)
         await _exited(process, _GRACE)
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
@@ -268,7 +319,7 @@ async def _stop(process: Process) -> None:
             close()
 
 
-async def _exited(process: Process, timeout: float) -> bool:
+async def _exited(process: ServerProcess, timeout: float) -> bool:
     """Whether the process exited within `timeout`, by polling: `wait()` also waits for the
     pipes to close, which a child that inherited them can hold open forever."""
     with anyio.move_on_after(timeout):

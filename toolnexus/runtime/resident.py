@@ -16,10 +16,11 @@ code as before, only without the start-up.
   that still cannot use one runs the per-call way (`ProcessResult.launch` says which ran).
 - Each launcher dies with the toolkit's process (`PR_SET_PDEATHSIG`), and its forks with it, so
   no command outlives the toolkit; it is also closed at interpreter exit.
-- A launcher is started in a thread (`Launchers.prepare`), so that its start-up does not hold
-  the toolkit's event loop; the exchange per command (a request, then a pid and a pidfd back)
-  is synchronous: the fork answers in well under a millisecond, less than handing it to a
-  thread would cost.
+- A launcher is started on one keeper thread that lives as long as the process (its
+  parent-death signal follows the thread that started it, not the process), and
+  `Launchers.prepare` waits for that without holding the toolkit's event loop; the exchange
+  per command (a request, then a pid and a pidfd back) is synchronous: the fork answers in
+  well under a millisecond, less than handing it to a thread would cost.
 """
 
 from __future__ import annotations
@@ -27,18 +28,21 @@ from __future__ import annotations
 import array
 import asyncio
 import atexit
+import concurrent.futures
 import contextvars
 import functools
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from . import reaper
 from .sandbox import SandboxPolicy, WrappedCommand
@@ -312,7 +316,8 @@ class Launchers:
                     return None
                 try:
                     if resident is None:
-                        resident = self._by_policy[policy] = _Resident(wrapper, mode)
+                        resident = _on_keeper(functools.partial(_Resident, wrapper, mode))
+                        self._by_policy[policy] = resident
                     return resident.launch(request, fds)
                 except _Dead:
                     # Found dead (or hung): start a new one, and retry this call once.
@@ -346,7 +351,9 @@ class Launchers:
             ):
                 return
         try:
-            resident = await asyncio.to_thread(_started, wrapper, mode)
+            resident = await asyncio.wrap_future(
+                _keeper().submit(functools.partial(_started, wrapper, mode))
+            )
         except (OSError, _Dead):
             return
         with self._lock:
@@ -368,8 +375,67 @@ class Launchers:
         _open.discard(self)
 
 
+_T = TypeVar("_T")
+
+
+class _Keeper:
+    """The one thread every launcher of this process is started from.
+
+    A launcher's parent-death signal fires when the *thread* that started it ends, not the
+    process (prctl(2), PR_SET_PDEATHSIG). Started from a loop's executor thread, a launcher
+    would die, with every command and server it forked, when that loop's executor shuts down
+    (the end of `asyncio.run`) or when an idle pool thread retires (anyio's do after seconds).
+    This daemon thread ends only with the process, as the launcher should.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[], object], concurrent.futures.Future[object]]
+        ] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="toolnexus-launchers", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiter, which raises it
+                    future.set_exception(exc)
+
+    def submit(self, job: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        self._jobs.put((job, future))  # pyright: ignore[reportArgumentType]
+        return future
+
+
+_keeper_lock = threading.Lock()
+_keepers: dict[int, _Keeper] = {}
+"""The keeper by process id: a forked child has no thread of its parent's, and starts its own."""
+
+
+def _keeper() -> _Keeper:
+    """This process's keeper thread."""
+    with _keeper_lock:
+        keeper = _keepers.get(os.getpid())
+        if keeper is None:
+            _keepers.clear()
+            keeper = _keepers[os.getpid()] = _Keeper()
+        return keeper
+
+
+def _on_keeper(job: Callable[[], _T]) -> _T:
+    """Run `job` on the keeper thread and wait for it (directly when already there)."""
+    keeper = _keeper()
+    if threading.current_thread() is keeper.thread:
+        return job()
+    return keeper.submit(job).result()
+
+
 def _started(wrapper: Sequence[str], mode: Mapping[str, object] | None) -> _Resident:
-    """A new launcher, once ready (run in a thread by `Launchers.prepare`)."""
+    """A new launcher, once ready (run on the keeper thread by `Launchers.prepare`)."""
     resident = _Resident(wrapper, mode)
     try:
         resident.wait_ready()
