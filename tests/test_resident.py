@@ -3,8 +3,10 @@ started again when found dead (the call retries), closed with the toolkit."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,6 +85,32 @@ def test_a_dead_launcher_is_started_again_by_the_call_that_finds_it(tmp_path: Pa
         assert result.metadata["launch"] == "resident"
         (second,) = set(_residents()) - set(before)
         assert second != first
+
+
+def test_a_launcher_outlives_the_loop_and_the_thread_that_asked_for_it(tmp_path: Path) -> None:
+    """A launcher's parent-death signal follows the *thread* that started it: started from a
+    loop's executor thread, it died with every command it ran when `asyncio.run` shut that
+    executor down. It is started on a thread that lives as long as the process."""
+    launchers = Launchers()
+
+    async def call() -> str:
+        token = current_launchers.set(launchers)
+        try:
+            done = await run_process(["true"], cwd=tmp_path, timeout=20, max_output=100)
+        finally:
+            current_launchers.reset(token)
+        return done.launch
+
+    before = set(_residents())
+    try:
+        assert asyncio.run(call()) == "resident"
+        (launcher,) = set(_residents()) - before
+        time.sleep(0.3)  # a parent-death signal lands at once: leave it time to have landed
+        assert set(_residents()) - before == {launcher}
+        assert asyncio.run(call()) == "resident"
+        assert set(_residents()) - before == {launcher}  # the same one, not a restarted one
+    finally:
+        launchers.close()
 
 
 @pytest.mark.anyio
