@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from . import reaper
-from .resident import Launchers, ResidentPlan, current_launchers, resident_plan
+from .resident import Launchers, LaunchPipes, ResidentPlan, current_launchers, resident_plan
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -395,51 +395,25 @@ async def _spawn_resident(
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
     await launchers.prepare(plan.key, wrapper=plan.wrapper, mode=plan.mode)
-    loop = asyncio.get_running_loop()
-    theirs: list[int] = []
-    transports: list[asyncio.BaseTransport] = []
-
-    async def reader(limit: int) -> tuple[asyncio.StreamReader, int]:
-        read, write = os.pipe()
-        theirs.append(write)
-        stream = asyncio.StreamReader(limit=limit, loop=loop)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read, "rb", buffering=0)
-        )
-        transports.append(transport)
-        return stream, write
-
+    pipes = LaunchPipes(asyncio.get_running_loop())
     launched = None
     try:
-        writer = in_r = None
-        if stdin:
-            in_r, in_w = os.pipe()
-            theirs.append(in_r)
-            w_transport, w_protocol = await loop.connect_write_pipe(
-                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
-                os.fdopen(in_w, "wb", buffering=0),
-            )
-            transports.append(w_transport)
-            writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
-        out, out_w = await reader(_CHUNK)
-        err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
-        status, status_w = await reader(2**16)
+        writer, in_r = await pipes.writer() if stdin else (None, None)
+        out, out_w = await pipes.reader(_CHUNK)
+        err, err_w = (None, None) if merge_stderr else await pipes.reader(_CHUNK)
+        status, status_w = await pipes.reader(2**16)
         launched = launchers.launch(
             plan.key, argv=plan.argv, env=wrapped.env, cwd=plan.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
             wrapper=plan.wrapper, mode=plan.mode,
         )  # fmt: skip
     finally:
-        for fd in theirs:
-            os.close(fd)
-        if launched is None:
-            for transport in transports:
-                transport.close()
+        pipes.settle(launched=launched is not None)
     if launched is None:
         return None
-    *pipes, status_transport = transports
+    *loop_ends, status_transport = pipes.transports
     proc = _ResidentProc(
-        launched.pid, launched.pidfd, stdin=writer, stdout=out, stderr=err, transports=pipes
+        launched.pid, launched.pidfd, stdin=writer, stdout=out, stderr=err, transports=loop_ends
     )
     return _Child(proc, status, status_transport)
 
