@@ -30,7 +30,7 @@ from toolnexus.mcp.login import login
 from toolnexus.mcp.tokens import SharedTokenStore, TokenStore, server_key
 from toolnexus.state import open_state
 
-from ..state.conftest import RedisServer
+from ..state.conftest import RedisServer, running_redis
 from .conftest import Protected, ScriptedBrowser
 from .test_oauth import BROWSER_SCRIPT, ROOT, _login
 
@@ -41,12 +41,8 @@ WAIT = 60.0
 @pytest.fixture
 def shared(tmp_path: Path) -> Iterator[RedisServer]:
     """A real redis-server on a free port (the state tests' `RedisServer`)."""
-    server = RedisServer(folder=tmp_path)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _manifest(folder: Path, url: str, state: str) -> Path:

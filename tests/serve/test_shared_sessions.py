@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..conftest import free_port, wait_for_port
 from ..reliability.test_mcp_replicas import _nginx_conf
-from ..state.conftest import RedisServer
+from ..state.conftest import RedisServer, running_redis
 from ..test_serve import child_env
 from .oidc import running_provider
 
@@ -49,15 +49,8 @@ tools:
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server (see .ci/run)")
-    server = RedisServer(folder=tmp_path)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            server.stop()
 
 
 class Replicas:
