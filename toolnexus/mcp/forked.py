@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 
 from ..runtime import reaper
-from ..runtime.resident import Launched, Launchers, LaunchPipes, ResidentPlan
+from ..runtime.resident import Launched, Launchers, LaunchPipes, PidfdWatch, ResidentPlan
 
 if TYPE_CHECKING:
     from ..runtime.sandbox import SandboxPolicy, WrappedCommand
@@ -119,13 +119,12 @@ class ForkedServer:
         self._status = status
         self._status_transport = status_transport
         self._loop = asyncio.get_running_loop()
-        self._pidfd: int | None = launched.pidfd
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._report: asyncio.Task[None] | None = None
-        self._loop.add_reader(launched.pidfd, self._on_exit)
+        self._end_watch = PidfdWatch(self._loop, launched.pidfd, self._on_exit)
 
     def _on_exit(self) -> None:
-        self._close_pidfd()
+        self._end_watch.close()
         if not self._ended.done():
             self._ended.set_result(None)
         self._report = self._loop.create_task(self._read_report())
@@ -139,13 +138,6 @@ class ForkedServer:
                     status = int(rest.split()[0])
         self._status_transport.close()
         self.returncode = status
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
-                self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
 
     async def _wait_reaper(self, timeout: float) -> bool:
         """Whether the reaper exited within `timeout` seconds."""
@@ -194,7 +186,7 @@ class ForkedServer:
 
     def close(self) -> None:
         """Release the pidfd and the report pipe (the streams are closed by their users)."""
-        self._close_pidfd()
+        self._end_watch.close()
         if self.returncode is None:
             self._status_transport.close()
 

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from . import reaper
-from .resident import Launchers, LaunchPipes, ResidentPlan, current_launchers, resident_plan
+from .resident import (
+    Launchers,
+    LaunchPipes,
+    PidfdWatch,
+    ResidentPlan,
+    current_launchers,
+    resident_plan,
+)
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -304,41 +311,30 @@ class _ResidentProc:
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
         self._transports = transports
-        self._pidfd: int | None = pidfd
         self._loop = asyncio.get_running_loop()
         self._ended: asyncio.Future[int] = self._loop.create_future()
-        self._loop.add_reader(pidfd, self._on_exit)
+        self._end_watch = PidfdWatch(self._loop, pidfd, self._on_exit)
 
     def _on_exit(self) -> None:
-        self._close_pidfd()
+        self._end_watch.close()
         # The reaper's own status is its launcher's to reap, not ours: its report says how the
         # command ended, and a reaper that ended without one was killed.
         self.returncode = -signal.SIGKILL
         if not self._ended.done():
             self._ended.set_result(self.returncode)
 
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
-                self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
     async def wait(self) -> int:
         return await asyncio.shield(self._ended)
 
     def send(self, sig: int) -> None:
-        """Signal the reaper through its pidfd: no pid reuse race, and it works on a reaper
-        inside a resident bwrap's pid namespace as well."""
-        if self._pidfd is not None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, sig)
+        """Signal the reaper through its pidfd (see `PidfdWatch.send`)."""
+        self._end_watch.send(sig)
 
     def release(self) -> None:
         for transport in self._transports:
             transport.close()
         if self.returncode is not None:
-            self._close_pidfd()
+            self._end_watch.close()
 
 
 def _prepare(

@@ -29,11 +29,13 @@ import array
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -171,6 +173,33 @@ class LaunchPipes:
         if not launched:
             for transport in self.transports:
                 transport.close()
+
+
+class PidfdWatch:
+    """The end of a command a resident launcher forked, watched on the loop through its pidfd:
+    it is not the toolkit's child, so no SIGCHLD or waitpid tells of it."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pidfd: int, on_exit: Callable[[], None]
+    ) -> None:
+        self._loop = loop
+        self._pidfd: int | None = pidfd
+        loop.add_reader(pidfd, on_exit)
+
+    def send(self, sig: int) -> None:
+        """Signal the process through its pidfd: no pid reuse race, and it works on a process
+        inside a resident bwrap's pid namespace as well. Nothing once closed."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def close(self) -> None:
+        """Stop watching and close the pidfd (again: nothing)."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 @dataclass(frozen=True)
