@@ -30,7 +30,7 @@ from toolnexus.mcp.login import login
 from toolnexus.mcp.tokens import SharedTokenStore, TokenStore, server_key
 from toolnexus.state import open_state
 
-from ..state.conftest import RedisServer
+from ..state.conftest import RedisServer, running_redis
 from .conftest import Protected, ScriptedBrowser
 from .test_oauth import BROWSER_SCRIPT, ROOT, _login
 
@@ -41,12 +41,8 @@ WAIT = 60.0
 @pytest.fixture
 def shared(tmp_path: Path) -> Iterator[RedisServer]:
     """A real redis-server on a free port (the state tests' `RedisServer`)."""
-    server = RedisServer(folder=tmp_path)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _manifest(folder: Path, url: str, state: str) -> Path:
@@ -116,6 +112,18 @@ def _together(*toolkits: Toolkit) -> list[str]:
     return said
 
 
+def _cli(verb: str, manifest: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`toolnexus VERB docs -m MANIFEST` in a process of its own, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "toolnexus", verb, "docs", "-m", str(manifest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+
+
 def test_one_cli_login_into_redis_serves_every_replica(
     protected: Protected, shared: RedisServer, token_file: Path, tmp_path: Path
 ) -> None:
@@ -127,14 +135,7 @@ def test_one_cli_login_into_redis_serves_every_replica(
     seen = tmp_path / "browser-status"
     env = {k: v for k, v in os.environ.items() if k != "TOOLNEXUS_STATE_URL"}
     env |= {"BROWSER": f"{sys.executable} {script} %s {seen}", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [sys.executable, "-m", "toolnexus", "login", "docs", "-m", str(manifest)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        check=False,
-    )
+    run = _cli("login", manifest, env)
     assert run.returncode == 0, run.stderr
     assert f"tokens saved in the shared state store {shared.url}" in run.stdout
     assert seen.read_text() == "200"
@@ -151,14 +152,7 @@ def test_one_cli_login_into_redis_serves_every_replica(
     assert counts["code"] == 1 and counts["register"] == 1  # one login, one registration
     assert not token_file.exists()
 
-    logout = subprocess.run(
-        [sys.executable, "-m", "toolnexus", "logout", "docs", "-m", str(manifest)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        check=False,
-    )
+    logout = _cli("logout", manifest, env)
     assert logout.returncode == 0, logout.stderr
     assert f"removed from the shared state store {shared.url}" in logout.stdout
     assert _record(shared, protected.url) is None

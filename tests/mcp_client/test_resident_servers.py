@@ -37,6 +37,13 @@ SPAWNER = Path(__file__).with_name("spawner_server.py")
 LAUNCH = {"landlock": "resident", "bwrap": "per-call"}
 """How each mechanism starts a sandboxed server (bwrap's pid namespace is per process)."""
 POLICY = SandboxPolicy(filesystem="workspace-write", network=False)
+SANDBOXED = {
+    "command": sys.executable,
+    "args": [str(SPAWNER)],
+    "sandbox": {"filesystem": "workspace-write", "network": False},
+    "connect_timeout": 60,
+}
+"""The spawner under POLICY, as a manifest's `mcp_servers` entry (for the toolkit-level tests)."""
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +108,14 @@ def marker() -> str:
     return f"300.{uuid.uuid4().int % 10**9}"
 
 
+async def started_with_escapee(server: McpServer) -> str:
+    """Start `server` and have it leave a `setsid` sleeper behind; the sleeper's marker."""
+    seconds = marker()
+    await server.start()
+    await call(server, "escape", seconds=seconds)
+    return seconds
+
+
 def parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
 
@@ -139,10 +154,8 @@ async def test_closing_the_server_ends_its_whole_tree_escapees_included(
     tmp_path: Path, mechanism: str, launchers: Launchers
 ) -> None:
     server = McpServer(spec(), sandbox=POLICY, workspace=tmp_path, launchers=launchers)
-    seconds = marker()
     try:
-        await server.start()
-        await call(server, "escape", seconds=seconds)
+        seconds = await started_with_escapee(server)
         assert sleepers(seconds), "the escapee did not start"
     finally:
         await server.aclose()
@@ -154,10 +167,8 @@ async def test_a_crashed_server_is_restarted_the_same_way_and_its_leftovers_end(
     tmp_path: Path, mechanism: str, launchers: Launchers
 ) -> None:
     server = McpServer(spec(), sandbox=POLICY, workspace=tmp_path, launchers=launchers)
-    seconds = marker()
     try:
-        await server.start()
-        await call(server, "escape", seconds=seconds)
+        seconds = await started_with_escapee(server)
         first = (await call(server, "pid")).content
         with pytest.raises(ToolError, match="closed the connection"):
             await call(server, "crash")
@@ -188,14 +199,7 @@ def test_the_servers_tree_dies_with_the_toolkits_process(tmp_path: Path, mechani
     seconds = marker()
     manifest = {
         "version": 1,
-        "mcp_servers": {
-            "spawner": {
-                "command": sys.executable,
-                "args": [str(SPAWNER)],
-                "sandbox": {"filesystem": "workspace-write", "network": False},
-                "connect_timeout": 60,
-            }
-        },
+        "mcp_servers": {"spawner": SANDBOXED},
     }
     code = CHILD.format(manifest=manifest, workspace=str(tmp_path), seconds=seconds)
     child = subprocess.Popen(
@@ -244,12 +248,7 @@ def test_the_toolkit_status_reports_how_a_server_was_started(
     manifest = {
         "version": 1,
         "mcp_servers": {
-            "spawner": {
-                "command": sys.executable,
-                "args": [str(SPAWNER)],
-                "sandbox": {"filesystem": "workspace-write", "network": False},
-                "connect_timeout": 60,
-            },
+            "spawner": SANDBOXED,
             "plain": {"command": sys.executable, "args": [str(SPAWNER)], "prefix": "plain_"},
         },
     }

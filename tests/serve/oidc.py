@@ -25,6 +25,20 @@ from ..test_serve import serving
 FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "oidc"
 STARTUP = 60.0
 
+SERVE_AUTH = """serve:
+  auth:
+    issuer: {issuer}
+    audience: {audience}
+    required_scopes: [mcp]
+    introspection:
+      client_id: toolnexus-rs
+      client_secret: ${{OIDC_RS_SECRET}}
+"""
+"""A manifest's `serve.auth` for the provider (a template for `issuer` and `audience`): tokens
+checked by introspection as the resource server `provider.mjs` registers, whose secret the
+served process reads from `RS_ENV`."""
+RS_ENV = {"OIDC_RS_SECRET": "rs-secret"}
+
 
 def node_or_skip() -> str:
     """The `node` binary, or skip: the provider needs Node and `npm ci` in FOLDER."""

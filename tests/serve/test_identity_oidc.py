@@ -27,7 +27,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-from .oidc import FOLDER, Team, browse_to_callback, node_or_skip, serving_team
+from .oidc import FOLDER, RS_ENV, SERVE_AUTH, Team, browse_to_callback, node_or_skip, serving_team
 
 pytestmark = pytest.mark.anyio
 
@@ -48,29 +48,22 @@ def whoami() -> str:
         f"roles={','.join(caller.roles)} scopes={','.join(sorted(caller.scopes))}"
 '''
 
-MANIFEST = """
-version: 1
-name: team-tools
-serve:
-  auth:
-    issuer: {issuer}
-    audience: {audience}
-    required_scopes: [mcp]
-    introspection:
-      client_id: toolnexus-rs
-      client_secret: ${{OIDC_RS_SECRET}}
-tools:
+MANIFEST = (
+    "version: 1\nname: team-tools\n"
+    + SERVE_AUTH
+    + """tools:
   - name: whoami
     python: whoami:whoami
     read_only: true
 """
+)
 
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     folder = tmp_path_factory.mktemp("team")
     files = {"whoami.py": WHOAMI}
-    with serving_team(folder, files, MANIFEST, env={"OIDC_RS_SECRET": "rs-secret"}) as team:
+    with serving_team(folder, files, MANIFEST, env=RS_ENV) as team:
         yield team
 
 

@@ -29,9 +29,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..conftest import free_port, wait_for_port
 from ..reliability.test_mcp_replicas import _nginx_conf
-from ..state.conftest import RedisServer
+from ..state.conftest import RedisServer, running_redis
 from ..test_serve import child_env
-from .oidc import running_provider
+from .oidc import RS_ENV, SERVE_AUTH, running_provider
 
 pytestmark = pytest.mark.anyio
 
@@ -49,15 +49,8 @@ tools:
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server (see .ci/run)")
-    server = RedisServer(folder=tmp_path)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            server.stop()
 
 
 class Replicas:
@@ -295,19 +288,6 @@ async def _expire(redis_server: RedisServer, key: str) -> None:
         await client.aclose()
 
 
-OAUTH = """
-version: 1
-serve:
-  auth:
-    issuer: {issuer}
-    audience: {audience}
-    required_scopes: [mcp]
-    introspection:
-      client_id: toolnexus-rs
-      client_secret: ${{OIDC_RS_SECRET}}
-"""
-
-
 async def test_another_caller_presenting_the_session_id_is_refused_on_every_replica(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -319,11 +299,11 @@ async def test_another_caller_presenting_the_session_id_is_refused_on_every_repl
     with running_provider(free_port(), url) as provider:
         manifest = tmp_path / "tools.yaml"
         tools = MANIFEST.split("version: 1\n", 1)[1]
-        manifest.write_text(OAUTH.format(issuer=provider.issuer, audience=url) + tools)
+        auth = SERVE_AUTH.format(issuer=provider.issuer, audience=url)
+        manifest.write_text("version: 1\n" + auth + tools)
         owner = provider.token("robot", "robot-secret")
         thief = provider.token("robot-opaque", "robot-secret")
-        secret = {"OIDC_RS_SECRET": "rs-secret"}
-        replicas = Replicas(manifest, "--state", redis_server.url, env=secret)
+        replicas = Replicas(manifest, "--state", redis_server.url, env=RS_ENV)
         try:
             with balanced(tmp_path, replicas.start("a", "b"), listen), anyio.fail_after(WAIT):
                 seen: list[str] = []

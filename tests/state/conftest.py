@@ -69,17 +69,25 @@ class RedisServer:
             process.wait(timeout=15)
 
 
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+@contextlib.contextmanager
+def running_redis(folder: Path) -> Iterator[RedisServer]:
+    """A started `RedisServer` in `folder`, killed on the way out: what the `redis_server`
+    fixtures of other folders (serve, mcp_auth) yield too."""
     if shutil.which("redis-server") is None:
         pytest.fail("redis-server is not installed: apt-get install redis-server (see .ci/run)")
-    server = RedisServer(folder=tmp_path)
+    server = RedisServer(folder=folder)
     server.start()
     try:
         yield server
     finally:
         with contextlib.suppress(ProcessLookupError):
             server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    with running_redis(tmp_path) as server:
+        yield server
 
 
 LIMITED = """

@@ -538,7 +538,8 @@ def _user_login_class() -> type[Any]:
                 # the refresh token it replaced would fail (and, with reuse detection, end
                 # the login for both).
                 self._adopt(await self._storage.newer(self.context.current_tokens))
-            flow = super()._auth_flow(request)
+            base_flow = super()._auth_flow
+            flow = base_flow(request)
             refresh_failed = False
             retried = False
             adopted = False
@@ -550,6 +551,18 @@ def _user_login_class() -> type[Any]:
                 if unlock is not None:
                     done, unlock = unlock, None
                     await done()
+
+            async def afresh(
+                newer: Mapping[str, Any] | None = None, *, or_expire: bool = False
+            ) -> httpx2.Request:
+                """The SDK's flow again from the start, with the tokens `newer` found (or,
+                `or_expire`, the held ones taken as expired: a refresh): its first request."""
+                nonlocal flow
+                await flow.aclose()
+                if not self._adopt(newer) and or_expire:
+                    self.context.token_expiry_time = 1.0  # long past (0: never)
+                flow = base_flow(request)
+                return await flow.__anext__()
 
             try:
                 outgoing = await flow.__anext__()
@@ -563,10 +576,7 @@ def _user_login_class() -> type[Any]:
                         if newer is not None and not looked:
                             looked = True  # once: a store that keeps changing cannot loop
                             await release()
-                            await flow.aclose()
-                            self._adopt(newer)
-                            flow = super()._auth_flow(request)
-                            outgoing = await flow.__anext__()
+                            outgoing = await afresh(newer)
                             continue
                     response = yield outgoing
                     if outgoing is request:
@@ -585,21 +595,14 @@ def _user_login_class() -> type[Any]:
                                 # process) may have granted the scope. Its tokens, then the
                                 # request again, once.
                                 retried = True
-                                await flow.aclose()
-                                self._adopt(newer)
-                                flow = super()._auth_flow(request)
-                                outgoing = await flow.__anext__()
+                                outgoing = await afresh(newer)
                                 continue
                             if challenge == 401 and not retried and (newer or self._can_refresh()):
                                 # Refused before its known expiry (revoked, clock skew, or
                                 # refreshed by another process): the stored tokens, else one
                                 # refresh, then the request again.
                                 retried = True
-                                await flow.aclose()
-                                if not self._adopt(newer):
-                                    self.context.token_expiry_time = 1.0  # long past (0: never)
-                                flow = super()._auth_flow(request)
-                                outgoing = await flow.__anext__()
+                                outgoing = await afresh(newer, or_expire=True)
                                 continue
                             await self._refused(response, challenge, refresh_failed)
                             return
@@ -617,9 +620,7 @@ def _user_login_class() -> type[Any]:
                         # the issuer have a path there; the SDK holds it to the bare origin. The
                         # flow again, expecting the issuer this origin's own document names.
                         self._legacy_issuer = issuer
-                        await flow.aclose()
-                        flow = super()._auth_flow(request)
-                        outgoing = await flow.__anext__()
+                        outgoing = await afresh()
                         continue
                     elif _is_refresh(outgoing):
                         refresh_failed = response.status_code != 200
@@ -628,10 +629,7 @@ def _user_login_class() -> type[Any]:
                             if newer is not None and not adopted:
                                 adopted = True  # once: a file that keeps changing cannot loop
                                 await release()
-                                await flow.aclose()
-                                self._adopt(newer)
-                                flow = super()._auth_flow(request)
-                                outgoing = await flow.__anext__()
+                                outgoing = await afresh(newer)
                                 continue
                         # The SDK saves the new tokens as it takes this answer: then the
                         # others may look.

@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 
 from ..runtime import reaper
-from ..runtime.resident import Launched, Launchers, ResidentPlan
+from ..runtime.resident import Launched, Launchers, LaunchPipes, PidfdWatch, ResidentPlan
 
 if TYPE_CHECKING:
     from ..runtime.sandbox import SandboxPolicy, WrappedCommand
@@ -119,13 +119,12 @@ class ForkedServer:
         self._status = status
         self._status_transport = status_transport
         self._loop = asyncio.get_running_loop()
-        self._pidfd: int | None = launched.pidfd
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._report: asyncio.Task[None] | None = None
-        self._loop.add_reader(launched.pidfd, self._on_exit)
+        self._end_watch = PidfdWatch(self._loop, launched.pidfd, self._on_exit)
 
     def _on_exit(self) -> None:
-        self._close_pidfd()
+        self._end_watch.close()
         if not self._ended.done():
             self._ended.set_result(None)
         self._report = self._loop.create_task(self._read_report())
@@ -139,13 +138,6 @@ class ForkedServer:
                     status = int(rest.split()[0])
         self._status_transport.close()
         self.returncode = status
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
-                self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
 
     async def _wait_reaper(self, timeout: float) -> bool:
         """Whether the reaper exited within `timeout` seconds."""
@@ -194,7 +186,7 @@ class ForkedServer:
 
     def close(self) -> None:
         """Release the pidfd and the report pipe (the streams are closed by their users)."""
-        self._close_pidfd()
+        self._end_watch.close()
         if self.returncode is None:
             self._status_transport.close()
 
@@ -222,50 +214,25 @@ async def fork_server(
         errlog: the file descriptor the server's stderr goes to.
         grace: seconds the server's leftover processes get after it exits, before SIGKILL.
     """
-    loop = asyncio.get_running_loop()
-    theirs: list[int] = []
-    transports: list[asyncio.BaseTransport] = []
+    pipes = LaunchPipes(asyncio.get_running_loop())
     launched: Launched | None = None
     try:
-        in_r, in_w = os.pipe()
-        theirs.append(in_r)
-        w_transport, w_protocol = await loop.connect_write_pipe(
-            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
-            os.fdopen(in_w, "wb", buffering=0),
-        )
-        transports.append(w_transport)
-        writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
-        readers: list[asyncio.StreamReader] = []
-        ends: list[int] = []
-        for _ in range(2):  # stdout, then the reaper's report
-            read, write = os.pipe()
-            theirs.append(write)
-            reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
-            transport, _ = await loop.connect_read_pipe(
-                lambda r=reader: asyncio.StreamReaderProtocol(r),
-                os.fdopen(read, "rb", buffering=0),
-            )
-            transports.append(transport)
-            readers.append(reader)
-            ends.append(write)
-
+        writer, in_r = await pipes.writer()
+        out, out_w = await pipes.reader(_CHUNK)
+        status, status_w = await pipes.reader(_CHUNK)  # the reaper's report
         launched = launchers.launch(
             plan.key, argv=argv, env=env, cwd=cwd, grace=grace,
-            stdin=in_r, stdout=ends[0], stderr=errlog, status=ends[1], mode=plan.mode,
+            stdin=in_r, stdout=out_w, stderr=errlog, status=status_w, mode=plan.mode,
         )  # fmt: skip
     finally:
-        for fd in theirs:
-            os.close(fd)
-        if launched is None:
-            for transport in transports:
-                transport.close()
+        pipes.settle(launched=launched is not None)
     if launched is None:
         return None
-    _, out_transport, status_transport = transports
+    _, out_transport, status_transport = pipes.transports
     return ForkedServer(
         launched,
         stdin=_PipeWriter(writer),
-        stdout=_PipeReader(readers[0], out_transport),
-        status=readers[1],
+        stdout=_PipeReader(out, out_transport),
+        status=status,
         status_transport=status_transport,
     )

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from . import reaper
-from .resident import Launchers, ResidentPlan, current_launchers, resident_plan
+from .resident import (
+    Launchers,
+    LaunchPipes,
+    PidfdWatch,
+    ResidentPlan,
+    current_launchers,
+    resident_plan,
+)
 from .sandbox import Mechanism, SandboxPolicy, WrappedCommand, wrap_command
 
 __all__ = ["ProcessHandle", "ProcessResult", "run_process", "start_process"]
@@ -304,41 +311,30 @@ class _ResidentProc:
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
         self._transports = transports
-        self._pidfd: int | None = pidfd
         self._loop = asyncio.get_running_loop()
         self._ended: asyncio.Future[int] = self._loop.create_future()
-        self._loop.add_reader(pidfd, self._on_exit)
+        self._end_watch = PidfdWatch(self._loop, pidfd, self._on_exit)
 
     def _on_exit(self) -> None:
-        self._close_pidfd()
+        self._end_watch.close()
         # The reaper's own status is its launcher's to reap, not ours: its report says how the
         # command ended, and a reaper that ended without one was killed.
         self.returncode = -signal.SIGKILL
         if not self._ended.done():
             self._ended.set_result(self.returncode)
 
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
-                self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
     async def wait(self) -> int:
         return await asyncio.shield(self._ended)
 
     def send(self, sig: int) -> None:
-        """Signal the reaper through its pidfd: no pid reuse race, and it works on a reaper
-        inside a resident bwrap's pid namespace as well."""
-        if self._pidfd is not None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, sig)
+        """Signal the reaper through its pidfd (see `PidfdWatch.send`)."""
+        self._end_watch.send(sig)
 
     def release(self) -> None:
         for transport in self._transports:
             transport.close()
         if self.returncode is not None:
-            self._close_pidfd()
+            self._end_watch.close()
 
 
 def _prepare(
@@ -395,51 +391,25 @@ async def _spawn_resident(
     The pipes are connected to the loop before the fork, so that nothing is awaited between
     the fork and the `_Child` that owns it (a cancellation there would leave it running)."""
     await launchers.prepare(plan.key, wrapper=plan.wrapper, mode=plan.mode)
-    loop = asyncio.get_running_loop()
-    theirs: list[int] = []
-    transports: list[asyncio.BaseTransport] = []
-
-    async def reader(limit: int) -> tuple[asyncio.StreamReader, int]:
-        read, write = os.pipe()
-        theirs.append(write)
-        stream = asyncio.StreamReader(limit=limit, loop=loop)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read, "rb", buffering=0)
-        )
-        transports.append(transport)
-        return stream, write
-
+    pipes = LaunchPipes(asyncio.get_running_loop())
     launched = None
     try:
-        writer = in_r = None
-        if stdin:
-            in_r, in_w = os.pipe()
-            theirs.append(in_r)
-            w_transport, w_protocol = await loop.connect_write_pipe(
-                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
-                os.fdopen(in_w, "wb", buffering=0),
-            )
-            transports.append(w_transport)
-            writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
-        out, out_w = await reader(_CHUNK)
-        err, err_w = (None, None) if merge_stderr else await reader(_CHUNK)
-        status, status_w = await reader(2**16)
+        writer, in_r = await pipes.writer() if stdin else (None, None)
+        out, out_w = await pipes.reader(_CHUNK)
+        err, err_w = (None, None) if merge_stderr else await pipes.reader(_CHUNK)
+        status, status_w = await pipes.reader(2**16)
         launched = launchers.launch(
             plan.key, argv=plan.argv, env=wrapped.env, cwd=plan.cwd, grace=grace,
             stdin=in_r, stdout=out_w, stderr=err_w, status=status_w,
             wrapper=plan.wrapper, mode=plan.mode,
         )  # fmt: skip
     finally:
-        for fd in theirs:
-            os.close(fd)
-        if launched is None:
-            for transport in transports:
-                transport.close()
+        pipes.settle(launched=launched is not None)
     if launched is None:
         return None
-    *pipes, status_transport = transports
+    *loop_ends, status_transport = pipes.transports
     proc = _ResidentProc(
-        launched.pid, launched.pidfd, stdin=writer, stdout=out, stderr=err, transports=pipes
+        launched.pid, launched.pidfd, stdin=writer, stdout=out, stderr=err, transports=loop_ends
     )
     return _Child(proc, status, status_transport)
 

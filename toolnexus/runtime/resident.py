@@ -29,11 +29,13 @@ import array
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -123,6 +125,81 @@ def resident_plan(
 
 class _Dead(Exception):
     """The resident launcher did not answer: start it again."""
+
+
+class LaunchPipes:
+    """The pipes between the loop and a command a resident launcher is about to fork.
+
+    They are connected to the loop before the fork, so that nothing is awaited between the
+    fork and the object that owns it (a cancellation there would leave the command running).
+    `settle` then closes the launcher's ends, which its fork holds by now, and, if the fork
+    did not happen, the loop's ends too: nothing leaks whichever way the launch went.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._theirs: list[int] = []
+        self.transports: list[asyncio.BaseTransport] = []
+        """The loop's transports, in the order the pipes were made."""
+
+    async def writer(self) -> tuple[asyncio.StreamWriter, int]:
+        """A pipe the loop writes to: its writer and the command's read end."""
+        read, write = os.pipe()
+        self._theirs.append(read)
+        transport, protocol = await self._loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+            os.fdopen(write, "wb", buffering=0),
+        )
+        self.transports.append(transport)
+        return asyncio.StreamWriter(transport, protocol, None, self._loop), read
+
+    async def reader(self, limit: int) -> tuple[asyncio.StreamReader, int]:
+        """A pipe the loop reads from (`limit` bytes buffered at most): its reader and the
+        command's write end."""
+        read, write = os.pipe()
+        self._theirs.append(write)
+        stream = asyncio.StreamReader(limit=limit, loop=self._loop)
+        transport, _ = await self._loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read, "rb", buffering=0)
+        )
+        self.transports.append(transport)
+        return stream, write
+
+    def settle(self, *, launched: bool) -> None:
+        """Close the command's ends; the loop's too when nothing was `launched`."""
+        for fd in self._theirs:
+            os.close(fd)
+        self._theirs.clear()
+        if not launched:
+            for transport in self.transports:
+                transport.close()
+
+
+class PidfdWatch:
+    """The end of a command a resident launcher forked, watched on the loop through its pidfd:
+    it is not the toolkit's child, so no SIGCHLD or waitpid tells of it."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pidfd: int, on_exit: Callable[[], None]
+    ) -> None:
+        self._loop = loop
+        self._pidfd: int | None = pidfd
+        loop.add_reader(pidfd, on_exit)
+
+    def send(self, sig: int) -> None:
+        """Signal the process through its pidfd: no pid reuse race, and it works on a process
+        inside a resident bwrap's pid namespace as well. Nothing once closed."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def close(self) -> None:
+        """Stop watching and close the pidfd (again: nothing)."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ValueError, RuntimeError):  # the loop is closed
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 @dataclass(frozen=True)

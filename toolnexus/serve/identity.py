@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base import Caller, acting_as, current_caller
 from ..manifest.model import ServeAuth
-from .responses import send_json
+from .responses import ASGIApp, send_json
 
 if TYPE_CHECKING:
     import httpx
@@ -592,10 +592,6 @@ def _who(caller: Caller) -> str:
 
 # --- the HTTP side -----------------------------------------------------------------------------
 
-_ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
 _CALLER_KEY = "toolnexus.caller"
 """Where the gate leaves the `Caller` in the ASGI scope (the MCP handlers read it from there)."""
 
@@ -623,7 +619,7 @@ class OAuthGate:
 
     def __init__(
         self,
-        app: _ASGIApp,
+        app: ASGIApp,
         validator: TokenValidator,
         metadata_url: str,
         exempt: frozenset[str],

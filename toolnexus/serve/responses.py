@@ -1,13 +1,20 @@
-"""The one JSON answer the serve middleware writes straight to ASGI (refusals, drain, not
-started): every such answer has the same headers, whoever refuses the request."""
+"""The ASGI pieces the serve middleware shares: the type of the app each wraps, and the one
+JSON answer it writes straight to ASGI (refusals, drain, not started), which has the same
+headers whoever refuses the request."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-__all__ = ["send_json"]
+__all__ = ["ASGIApp", "send_json"]
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+"""An ASGI application (scope, receive, send), as the serve middleware wraps one."""
 
 
 async def send_json(

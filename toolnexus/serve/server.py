@@ -61,7 +61,7 @@ from .approvals import approval_secret as approval_secret_from_env
 from .drain import DEFAULT_GRACE, Drain, draining_server
 from .identity import TOKEN_CALLER, remember_caller
 from .metrics import INSTALL_HINT, METRICS_PATH, Metrics, answer_label, outcome, tool_label
-from .responses import send_json
+from .responses import ASGIApp, send_json
 
 if TYPE_CHECKING:
     import mcp.types
@@ -118,11 +118,6 @@ _APPROVAL_SCHEMA: dict[str, Any] = {
     },
     "required": ["approve"],
 }
-
-_ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -704,7 +699,7 @@ class _BearerAuth:
     """ASGI middleware: every HTTP request but the `exempt` paths (the health check, and
     `/metrics` when made public) carries the bearer token."""
 
-    def __init__(self, app: _ASGIApp, token: str, exempt: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, token: str, exempt: frozenset[str]) -> None:
         self.app = app
         self.token = token.encode()
         self.exempt = exempt
@@ -741,7 +736,7 @@ class _Endpoint:
     """The MCP endpoint, bound once the lifespan has built the toolkit and its server."""
 
     def __init__(self) -> None:
-        self.app: _ASGIApp | None = None
+        self.app: ASGIApp | None = None
         self.toolkit: Toolkit | None = None
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
@@ -866,7 +861,7 @@ def http_app(
                 stateless=stateless,
                 security_settings=_security(host),
             )
-            mcp_app: _ASGIApp = StreamableHTTPASGIApp(manager)
+            mcp_app: ASGIApp = StreamableHTTPASGIApp(manager)
             shared = None
             if not stateless and not isinstance(toolkit.store, MemoryState):
                 from .sessions import SharedSessions

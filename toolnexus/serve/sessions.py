@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StateUnavailable, UsageError
 from .identity import scope_caller
-from .responses import send_json
+from .responses import ASGIApp, send_json
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -87,11 +87,6 @@ _ANSWER_POLL_S = 0.1
 """How often a replica that asked looks in the store for an answer another replica took:
 questions wait on a person, so a tenth of a second is not felt."""
 """The JSON-RPC id of the replayed `initialize` (its answer is read here, never sent)."""
-
-_ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +167,7 @@ class SharedSessions:
 
     def __init__(
         self,
-        manager_app: _ASGIApp,
+        manager_app: ASGIApp,
         *,
         server: Server[Any],
         store: StateBackend,
@@ -539,7 +534,7 @@ class _Answer:
 
 
 async def _post(
-    app: _ASGIApp,
+    app: ASGIApp,
     scope: MutableMapping[str, Any],
     session_id: str,
     message: dict[str, Any],
