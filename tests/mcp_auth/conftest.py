@@ -3,6 +3,7 @@ a token store in tmp_path, and a scripted browser."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ..conftest import free_port, wait_for_port
+from ..conftest import wait_for_port
 
 SERVERS = Path(__file__).parent / "servers.py"
 
@@ -37,20 +38,36 @@ class Protected:
         httpx.post(f"{self.issuer}/test/expire").raise_for_status()
 
 
+def _listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
 def start_protected(access_ttl: int = 3600) -> tuple[Protected, subprocess.Popen[bytes]]:
-    as_port, mcp_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(SERVERS),
-            "--as-port",
-            str(as_port),
-            "--mcp-port",
-            str(mcp_port),
-            "--access-ttl",
-            str(access_ttl),
-        ]
-    )
+    # Bound here and handed over: a port that was free a moment ago may not be by the time
+    # another process binds it (seen in CI: 'address already in use').
+    as_sock, mcp_sock = _listening(), _listening()
+    as_port, mcp_port = as_sock.getsockname()[1], mcp_sock.getsockname()[1]
+    with as_sock, mcp_sock:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(SERVERS),
+                "--as-port",
+                str(as_port),
+                "--as-fd",
+                str(as_sock.fileno()),
+                "--mcp-port",
+                str(mcp_port),
+                "--mcp-fd",
+                str(mcp_sock.fileno()),
+                "--access-ttl",
+                str(access_ttl),
+            ],
+            pass_fds=(as_sock.fileno(), mcp_sock.fileno()),
+        )
     wait_for_port(as_port, proc, 30)
     wait_for_port(mcp_port, proc, 30)
     return Protected(f"http://127.0.0.1:{mcp_port}/mcp", f"http://127.0.0.1:{as_port}"), proc

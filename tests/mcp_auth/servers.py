@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import secrets
+import socket
 import time
 import warnings
 from typing import Any
@@ -365,6 +366,8 @@ async def main() -> None:
     parser.add_argument("--mcp-port", type=int, required=True)
     parser.add_argument("--access-ttl", type=int, default=3600)
     parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--as-fd", type=int, help="a socket already listening on --as-port")
+    parser.add_argument("--mcp-fd", type=int, help="a socket already listening on --mcp-port")
     options = parser.parse_args()
     issuer = f"http://127.0.0.1:{options.as_port}"
     resource = f"http://127.0.0.1:{options.mcp_port}/mcp"
@@ -386,7 +389,15 @@ async def main() -> None:
             )
         ),
     ]
-    await asyncio.gather(*(s.serve() for s in servers))
+    # Sockets the test bound and passed in: a port chosen free and bound later, here, can be
+    # taken in between by another test's server or an outgoing connection.
+    fds = (options.as_fd, options.mcp_fd)
+    await asyncio.gather(
+        *(
+            server.serve(sockets=None if fd is None else [socket.socket(fileno=fd)])
+            for server, fd in zip(servers, fds, strict=True)
+        )
+    )
 
 
 if __name__ == "__main__":
