@@ -369,11 +369,8 @@ class SandboxPolicy:
         """The environment a sandboxed process gets: allowed names from `base` (default
         `os.environ`), then `env_set`, then `extra` (what the tool itself sets)."""
         source = os.environ if base is None else base
-        env = {
-            k: v
-            for k, v in source.items()
-            if any(fnmatch.fnmatchcase(k, pat) for pat in self.env_allow)
-        }
+        allowed = _names_regex(self.env_allow).match
+        env = {k: v for k, v in source.items() if allowed(k)}
         env.update(self.env_set)
         env.update(extra or {})
         return env
@@ -525,6 +522,15 @@ def _tighter_network(
 
 
 @functools.lru_cache(maxsize=256)
+@functools.cache
+def _names_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for `env_allow`'s glob patterns (case-sensitive, as `fnmatchcase`): the
+    environment is filtered on every sandboxed call, a pattern at a time cost it 100 µs."""
+    if not patterns:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in patterns))
+
+
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
     """A regex for an absolute glob: `**` spans any number of folders, `*` and `?` stay within
     one name, and a match also covers everything beneath the matched path."""
@@ -966,30 +972,29 @@ def _launcher(config: Mapping[str, Any]) -> list[str]:
             "--"]  # fmt: skip
 
 
-def _program_paths(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
+def _program_paths(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """Where the program and the Python it may be start from: the program's file, this
     interpreter's prefixes and import path, and toolnexus itself (isolated python tools)."""
-    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[2]]
-    paths += [Path(p) for p in sys.path if p]
+    paths = [sys.prefix, sys.base_prefix, _TOOLNEXUS_ROOT, *(p for p in sys.path if p)]
     if argv:
         found = shutil.which(argv[0], path=env.get("PATH", os.defpath))
         if found is not None:
-            paths.append(Path(os.path.abspath(found)))
+            paths.append(found)
     return paths
 
 
-def _host_tmp_entries(needed: Iterable[Path]) -> list[str]:
+_TOOLNEXUS_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _host_tmp_entries(needed: Iterable[str | Path]) -> list[str]:
     """The top-level entries of the host's /tmp that hold a needed path (a handful, however
-    busy /tmp is: each bind costs bwrap time)."""
-    tmp = Path("/tmp")
-    out: set[str] = set()
+    busy /tmp is: each bind costs bwrap time). Plain strings: this runs on every bwrap call."""
+    entries = set()
     for path in needed:
-        absolute = Path(os.path.abspath(path))
-        if absolute.is_relative_to(tmp) and absolute != tmp:
-            entry = tmp / absolute.relative_to(tmp).parts[0]
-            if entry.exists():
-                out.add(str(entry))
-    return sorted(out)
+        absolute = os.path.abspath(path)
+        if absolute.startswith("/tmp/"):
+            entries.add("/tmp/" + absolute[5:].partition("/")[0])
+    return sorted(entry for entry in entries if entry != "/tmp/" and os.path.exists(entry))
 
 
 def _bwrap(
