@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -269,3 +271,44 @@ async def test_starting_a_launcher_does_not_hold_the_event_loop(
         current_launchers.reset(token)
         launchers.close()
         detect.cache_clear()
+
+
+_STALE = """
+import os, sys
+from toolnexus.runtime import launcher as lx
+folder = sys.argv[1]
+abi = lx.landlock_abi()
+config = {"abi": abi, "fs": lx.handled_fs(abi), "unix": {"allow": [], "private": None},
+          "rules": [["/", lx.read_rights(abi) | lx.EXECUTE],
+                    [folder, lx.read_rights(abi) | lx.write_rights(abi)]]}
+prepared = lx.Supervised(config)
+print(prepared.current(), flush=True)
+os.rename(folder, folder + ".old")
+os.mkdir(folder)
+print(prepared.current(), flush=True)
+child = os.fork()
+if child == 0:  # confined now, it may write to the new folder
+    os._exit(lx.Supervised(config).run(["sh", "-c", f"echo x > {folder}/new"], dict(os.environ)))
+print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), flush=True)
+sys.exit(prepared.run(["sh", "-c", f"echo x > {folder}/made"], dict(os.environ)))
+"""
+
+
+def test_a_command_confined_in_advance_knows_when_its_folders_were_swapped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resident launcher's fork confines the next command's process before its request
+    comes, and Landlock grants rights on the inode a path named then: once a deployment swaps
+    a folder the rules name, that process is stale (it refuses writes to the new folder), and
+    `current()` says so, so that the request runs the usual way (`reaper._await_command`)."""
+    only_mechanism("landlock", monkeypatch)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _STALE, str(folder)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.stdout.split() == ["True", "False", "0"], done.stderr
+    assert (folder / "new").exists()
+    assert done.returncode != 0  # the stale process was refused the new folder
+    assert not (folder / "made").exists()

@@ -43,6 +43,7 @@ _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
+_PR_GET_SECUREBITS = 27
 _PR_SET_SECUREBITS = 28
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS_LOCKED, each with its lock bit: uid 0
 # gets no capabilities back on exec, and nothing can undo that.
@@ -197,7 +198,10 @@ def _drop_capabilities() -> None:
     cap = 0
     while libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
-    _check(libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
+    # Set once and locked: a second drop (a process confined ahead that was not used, then
+    # confined again) finds them so, and may not set them again.
+    if libc.prctl(_PR_GET_SECUREBITS, 0, 0, 0, 0) != _SECUREBITS:
+        _check(libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
     data = (_CapData * 2)()
     _check(libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
 
@@ -830,68 +834,177 @@ def _confine(config: dict[str, Any]) -> None:
         _apply_landlock(config)
 
 
-def _supervised(config: dict[str, Any], command: list[str]) -> int:
-    """Fork: the child confines itself, installs the filter and hands the listener over before
-    it execs the command; this process stays as the supervisor (unconfined, without
-    capabilities) and exits with the command's status."""
-    unix: dict[str, Any] = config.get("unix") or {}
-    brokered: dict[str, Any] | None = config.get("broker")
-    # The child tells its listener's number through one pipe, and waits on the other until
-    # this process has taken a copy (pidfd_getfd): the listener is close-on-exec.
-    number_r, number_w = os.pipe()
-    ack_r, ack_w = os.pipe()
-    child = os.fork()
-    if child == 0:
+def supervised(config: dict[str, Any]) -> bool:
+    """Whether a command under `config` needs a supervisor (see the module's docstring)."""
+    return "unix" in config or "broker" in config
+
+
+def _marks(config: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """The files the Landlock rules grant rights on, as (path, device, inode): Landlock holds
+    the inode a rule named when it was added, so a prepared command is stale once a path
+    names another (a folder swapped by a deployment)."""
+    marks = []
+    for path, _ in config.get("rules", ()):
+        try:
+            info = os.stat(path)
+        except OSError:
+            marks.append((path, -1, -1))
+        else:
+            marks.append((path, info.st_dev, info.st_ino))
+    return marks
+
+
+class Supervised:
+    """A supervised command's process, confined before the command is known.
+
+    `__init__` forks the child, which confines itself, installs the filter and hands the
+    listener over, then waits for `run` to send the command (its arguments, environment,
+    folder and standard streams): that set-up, most of the launch's cost, can so be done
+    before a resident launcher's request comes (`reaper._await_command`). This process
+    stays as the supervisor, unconfined, not dumpable and without capabilities, and `run`
+    returns the command's status. A launch by path does both steps at once (`main`).
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        import _socket  # the C module: `socket` would cost the launcher's start-up milliseconds
+
+        self.config = config
+        self.marks = _marks(config)
+        # The child tells its listener's number through one pipe, and waits on the other until
+        # this process has taken a copy (pidfd_getfd): the listener is close-on-exec. The
+        # command comes through the socket pair.
+        number_r, number_w = os.pipe()
+        ack_r, ack_w = os.pipe()
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        child = os.fork()
+        if child == 0:
+            code = 126
+            try:
+                for fd in (number_r, ack_w):
+                    os.close(fd)
+                ours.close()
+                code = _confined_child(config, number_w, ack_r, theirs)
+            finally:
+                os._exit(code)
+        self.child = child
+        self._sock: Any = ours
+        theirs.close()
+        # Not dumpable: the command (same uid, and inside bwrap not under Landlock's ptrace
+        # rule) can neither trace this unfiltered process nor read its memory, before it even
+        # starts.
+        _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+        os.close(number_w)
+        os.close(ack_r)
+        for sig in _FORWARDED:
+            signal.signal(sig, lambda num, _frame: os.kill(child, num))
+        self._fds = _take_listener(child, number_r)
         os.close(number_r)
         os.close(ack_w)
+        if "abi" in config and os.geteuid() == 0:
+            _drop_capabilities()  # as the command did (inside bwrap, it has none already)
+
+    def current(self) -> bool:
+        """Whether every path the rules name is still the file they were applied to."""
+        return _marks(self.config) == self.marks
+
+    def discard(self) -> None:
+        """Let the child go without a command (it exits when its socket closes)."""
+        self._sock.close()
+
+    def run(self, command: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+        """Run `command` in the confined child with this process's standard streams, `env`
+        and `cwd` (None: where the child is), supervise it; its exit status."""
+        import _socket
+        import array
+
+        request = json.dumps({"argv": command, "env": env, "cwd": cwd}).encode()
         try:
-            _confine(config)
-            listener = _install_filter(
-                no_inet=bool(config.get("no_inet")), unix="unix" in config, broker=bool(brokered)
-            )
-            os.write(number_w, f"{listener}\n".encode())
-            os.close(number_w)
-            os.read(ack_r, 1)
-            os.close(ack_r)
-        except (OSError, ValueError) as exc:
-            print(f"toolnexus sandbox: cannot confine the command: {exc}", file=sys.stderr)
-            os._exit(126)
-        os._exit(_exec(command))
-    # Not dumpable: the command (same uid, and inside bwrap not under Landlock's ptrace rule)
-    # can neither trace this unfiltered process nor read its memory, before it even starts.
-    _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
-    os.close(number_w)
+            self._sock.sendmsg([request], [
+                (_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [0, 1, 2]).tobytes())
+            ])  # fmt: skip
+        except OSError as exc:  # a standard stream closed, a request too large, no child
+            os.kill(self.child, signal.SIGKILL)
+            os.waitpid(self.child, 0)
+            print(f"toolnexus sandbox: cannot start the command: {exc}", file=sys.stderr)
+            return 126
+        finally:
+            self._sock.close()
+        # The supervisor must not hold the command's pipes open after it ended.
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        os.close(null)
+        config = self.config
+        if self._fds:
+            broker = None
+            brokered: dict[str, Any] | None = config.get("broker")
+            if brokered:
+                # Folders with a write rule: beneath them, Landlock decides.
+                made = MAKE_REG | WRITE_FILE
+                granted = [path for path, rights in config.get("rules", ()) if rights & made]
+                broker = _Broker(brokered["roots"], granted, brokered["excluded"])
+            unix: dict[str, Any] = config.get("unix") or {}
+            allow = list(unix.get("allow", ()))
+            status = _Supervisor(self._fds[0], allow, unix.get("private"), broker).serve(self.child)
+        else:
+            status = os.waitpid(self.child, 0)[1]
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:  # killed by a signal: die of the same one, as the command did
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):  # no handler to reset for those
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            return 128 - code  # still here: pid 1 of bwrap's namespace ignores its own signals
+        return code
+
+
+def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any) -> int:
+    """`Supervised`'s child: confine, install the filter, hand the listener over, wait for
+    the command and exec it. A confinement that failed is reported on the command's stderr
+    once it has one, and nothing runs."""
+    import array
+
+    failure = None
+    try:
+        # Dumpable, as the command will be after its exec, so that the supervisor may take its
+        # listener: a fork of a supervisor that was itself made ahead and not used inherits
+        # that one's "not dumpable" (and no capabilities to look past it).
+        _check(_libc().prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+        _confine(config)
+        listener = _install_filter(
+            no_inet=bool(config.get("no_inet")),
+            unix="unix" in config,
+            broker=bool(config.get("broker")),
+        )
+        os.write(number_w, f"{listener}\n".encode())
+        os.close(number_w)
+        os.read(ack_r, 1)
+    except (OSError, ValueError) as exc:
+        failure = exc
+        os.close(number_w)  # no listener: the supervisor only waits
     os.close(ack_r)
-    for sig in _FORWARDED:
-        signal.signal(sig, lambda num, _frame: os.kill(child, num))
-    fds = _take_listener(child, number_r)
-    os.close(number_r)
-    os.close(ack_w)
-    if "abi" in config and os.geteuid() == 0:
-        _drop_capabilities()  # as the command did (inside bwrap, it has none already)
-    # The supervisor must not hold the command's pipes open after it ended.
-    null = os.open(os.devnull, os.O_RDWR)
-    for std in (0, 1, 2):
-        os.dup2(null, std)
-    os.close(null)
-    if fds:
-        broker = None
-        if brokered:
-            # Folders with a write rule: beneath them, Landlock decides.
-            made = MAKE_REG | WRITE_FILE
-            granted = [path for path, rights in config.get("rules", ()) if rights & made]
-            broker = _Broker(brokered["roots"], granted, brokered["excluded"])
-        allow = list(unix.get("allow", ()))
-        status = _Supervisor(fds[0], allow, unix.get("private"), broker).serve(child)
-    else:
-        status = os.waitpid(child, 0)[1]
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # killed by a signal: die of the same one, as the command did
-        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
-            signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        return 128 - code  # still here: pid 1 of bwrap's namespace ignores its own signals
-    return code
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(65536, _CMSG_SPACE_3_FDS)
+    if not data:
+        return 0  # discarded: no command comes
+    for _, _, payload in ancdata:
+        fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    for fd, std in zip(fds, (0, 1, 2), strict=False):
+        os.dup2(fd, std)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sock.close()
+    if failure is not None:
+        print(f"toolnexus sandbox: cannot confine the command: {failure}", file=sys.stderr)
+        return 126
+    request = json.loads(data)
+    if request["cwd"] is not None:
+        os.chdir(request["cwd"])
+    return _exec(request["argv"], request["env"])
+
+
+_CMSG_SPACE_3_FDS = 32
+"""CMSG_SPACE(3 * sizeof(int)) on Linux (a 16-byte header and 12 bytes, aligned to 8)."""
 
 
 def _take_listener(child: int, number_r: int) -> list[int]:
@@ -907,9 +1020,12 @@ def _take_listener(child: int, number_r: int) -> list[int]:
     return [fd]
 
 
-def _exec(command: list[str]) -> int:
+def _exec(command: list[str], env: dict[str, str] | None = None) -> int:
     try:
-        os.execvp(command[0], command)
+        if env is None:
+            os.execvp(command[0], command)
+        else:
+            os.execvpe(command[0], command, env)
     except FileNotFoundError:
         print(f"toolnexus sandbox: command not found: {command[0]}", file=sys.stderr)
         return 127
@@ -930,8 +1046,8 @@ def main(argv: list[str]) -> int:
     command = argv[3:]
     for name in config.get("unset", ()):
         os.environ.pop(name, None)
-    if "unix" in config or "broker" in config:
-        return _supervised(config, command)
+    if supervised(config):
+        return Supervised(config).run(command, dict(os.environ))
     try:
         _confine(config)
         if config.get("no_inet"):

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from . import launcher as _lx
 from . import reaper
 from .sandbox import SandboxPolicy, WrappedCommand
 
@@ -107,20 +108,41 @@ def resident_plan(
         inside = wrapped.resident
         if inside is None:
             return None
+        config = _launcher_config(inside.inner, wrapped)
         return ResidentPlan(
             key=f"bwrap {policy!r} {inside.key}",
             argv=inside.inner,
             cwd=inside.cwd,
             wrapper=inside.wrapper,
-            mode={"fresh": dict(inside.fresh)},
+            mode={"fresh": dict(inside.fresh)} | ({"config": config} if config else {}),
         )
+    if wrapped.mechanism != "landlock":
+        return ResidentPlan(
+            key=f"{wrapped.mechanism} {policy!r}", argv=wrapped.argv, cwd=str(cwd), wrapper=(),
+            mode={},
+        )  # fmt: skip
+    config = _launcher_config(wrapped.argv, wrapped)
     return ResidentPlan(
-        key=f"{wrapped.mechanism} {policy!r}",
+        key=f"landlock {policy!r}",
         argv=wrapped.argv,
         cwd=str(cwd),
         wrapper=(),
-        mode={"launcher": True} if wrapped.mechanism == "landlock" else {},
+        mode={"launcher": True} | ({"config": config} if config else {}),
     )
+
+
+def _launcher_config(argv: Sequence[str], wrapped: WrappedCommand) -> str | None:
+    """The sandbox launcher's configuration in `argv` (`python -I -S launcher.py CONFIG --
+    ...`) when the next calls of the policy will likely have the same: the launcher's forks
+    then confine the command's process with it before the request comes
+    (`reaper._await_command`; a request with another configuration runs the usual way).
+    None when the call made folders of its own (they are in the configuration) or the
+    configuration is in a file (`@PATH`)."""
+    if wrapped.cleanup:
+        return None
+    if len(argv) > 5 and argv[3] == _lx.__file__ and argv[5] == "--" and argv[4][:1] == "{":
+        return argv[4]
+    return None
 
 
 class _Dead(Exception):
