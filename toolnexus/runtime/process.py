@@ -227,6 +227,16 @@ class _Child:
     transport: asyncio.BaseTransport | None
     head: bytes = b""
     """The report's first line when it was read already (a resident launcher's `started`)."""
+    tail: asyncio.Future[bytes] | None = None
+    """A resident reaper's report after `started`, read up to its `exit` line (`follow`)."""
+
+    def follow(self) -> None:
+        """Read a resident reaper's report as it comes, and end the process at its `exit`
+        line: the reaper writes it once the command's whole tree is gone, so the call need not
+        wait for the reaper's own exit (the teardown of a forked interpreter, which its
+        launcher reaps)."""
+        assert self.status is not None and isinstance(self.proc, _ResidentProc)
+        self.tail = asyncio.ensure_future(_read_tail(self.status, self.proc))
 
     @property
     def pid(self) -> int:
@@ -272,13 +282,16 @@ class _Child:
         if self.status is None:
             return _Report()
         try:
-            text = self.head + await asyncio.wait_for(self.status.read(), _DRAIN_TIMEOUT)
+            rest = self.tail if self.tail is not None else self.status.read()
+            text = self.head + await asyncio.wait_for(rest, _DRAIN_TIMEOUT)
         except TimeoutError:
             text = b""
         self.close()
         return _Report.parse(text.decode("utf-8", "replace"))
 
     def close(self) -> None:
+        if self.tail is not None and not self.tail.done():
+            self.tail.cancel()
         if self.transport is not None:
             self.transport.close()
             self.transport = None
@@ -291,6 +304,17 @@ class _Child:
         """Close what is left of the pipes once the output was read (or given up on)."""
         if isinstance(self.proc, _ResidentProc):
             self.proc.release()
+
+
+async def _read_tail(status: asyncio.StreamReader, proc: _ResidentProc) -> bytes:
+    """The report's lines up to the `exit` line (or its end), ending `proc` there."""
+    text = b""
+    while line := await status.readline():
+        text += line
+        if line.startswith(b"exit "):
+            proc.reported()
+            break
+    return text
 
 
 class _ResidentProc:
@@ -314,6 +338,10 @@ class _ResidentProc:
         self._loop = asyncio.get_running_loop()
         self._ended: asyncio.Future[int] = self._loop.create_future()
         self._end_watch = PidfdWatch(self._loop, pidfd, self._on_exit)
+
+    def reported(self) -> None:
+        """The reaper reported the command's end (its tree is gone): as good as its exit."""
+        self._on_exit()
 
     def _on_exit(self) -> None:
         self._end_watch.close()
@@ -442,6 +470,7 @@ async def _spawn(
         if child is None:
             break
         if await _started(child):
+            child.follow()
             return child
         # Its launcher died between the answer and the start (under bwrap its forks outlive
         # the bwrap they die with by a moment): nothing ran; the launcher is started again.

@@ -429,7 +429,9 @@ def _rehearse(sample: bytes) -> None:
     faults before the call. Setting the launcher's environment again changes nothing."""
     import json
 
-    _environ(json.loads(sample)["env"])
+    request = json.loads(sample)
+    _environ(request["env"])
+    json.dumps(request)  # as a prepared process's request is passed on
 
 
 def _environ(env: dict[str, str]) -> None:
