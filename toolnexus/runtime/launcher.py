@@ -961,8 +961,6 @@ def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any
     """`Supervised`'s child: confine, install the filter, hand the listener over, wait for
     the command and exec it. A confinement that failed is reported on the command's stderr
     once it has one, and nothing runs."""
-    import array
-
     failure = None
     try:
         # Dumpable, as the command will be after its exec, so that the supervisor may take its
@@ -986,18 +984,9 @@ def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any
     # a page shared with the supervisor is a page fault on the call's path: see
     # `reaper._rehearse`).
     json.loads(json.dumps({"argv": [], "env": dict(os.environ), "cwd": None}))
-    fds = array.array("i")
-    data, ancdata, _, _ = sock.recvmsg(65536, _CMSG_SPACE_3_FDS)
+    data = take_request(sock, 65536)
     if not data:
         return 0  # discarded: no command comes
-    for _, _, payload in ancdata:
-        fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    for fd, std in zip(fds, (0, 1, 2), strict=False):
-        os.dup2(fd, std)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
-    sock.close()
     if failure is not None:
         print(f"toolnexus sandbox: cannot confine the command: {failure}", file=sys.stderr)
         return 126
@@ -1007,8 +996,25 @@ def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any
     return _exec(request["argv"], request["env"])
 
 
-_CMSG_SPACE_3_FDS = 32
-"""CMSG_SPACE(3 * sizeof(int)) on Linux (a 16-byte header and 12 bytes, aligned to 8)."""
+def take_request(sock: Any, size: int) -> bytes:
+    """Receive a request that comes with the command's three standard streams (as
+    SCM_RIGHTS), make them this process's 0, 1 and 2 and close `sock`; the request (empty:
+    none came, the sender is gone)."""
+    import _socket
+    import array
+
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(size, _socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    for fd, std in zip(fds, (0, 1, 2), strict=False):
+        os.dup2(fd, std)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sock.close()
+    return data
 
 
 def _take_listener(child: int, number_r: int) -> list[int]:

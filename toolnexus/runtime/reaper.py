@@ -614,9 +614,9 @@ def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
     """The prepared process: set up what does not depend on the command, wait for it, run it
     as `_spawn`'s child would have. A set-up that failed is reported on the command's stderr
     once there is one, and nothing runs."""
-    import array
     import json
-    import socket
+
+    import launcher as sandbox_launcher  # loaded by the resident launcher already
 
     for sig in _RESET:
         signal.signal(sig, signal.SIG_DFL)
@@ -634,8 +634,6 @@ def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
     confined = None
     config = mode.get("config")
     if isinstance(config, str) and failure is None and not (fresh and fresh["init"]):
-        import launcher as sandbox_launcher
-
         settings = json.loads(config)
         if sandbox_launcher.supervised(settings):
             try:
@@ -643,19 +641,9 @@ def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
             except OSError:
                 confined = None  # confined at the request instead (which reports what fails)
     _rehearse(sample)
-    fds = array.array("i")
-    data, ancdata, _, _ = sock.recvmsg(REQUEST_MAX, socket.CMSG_SPACE(3 * fds.itemsize))
+    data = sandbox_launcher.take_request(sock, REQUEST_MAX)
     if not data:
         return 0  # the spare is gone, or took no request
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    for fd, std in zip(fds, (0, 1, 2), strict=True):
-        os.dup2(fd, std)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
-    sock.close()
     if failure is not None:
         os.write(2, f"toolnexus sandbox: cannot start the command: {failure}\n".encode())
         return 126
