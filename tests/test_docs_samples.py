@@ -170,31 +170,36 @@ def _served(tmp: Path) -> dict[str, Any]:
     from .conftest import free_port, wait_for_port
 
     _write(tmp / "tools.yaml", "version: 1\ntools:\n  - {name: hello, command: [echo, hello]}")
-    token, port = secrets.token_urlsafe(16), free_port()
-    served = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "toolnexus",
-            "serve",
-            "tools.yaml",
-            "--http",
-            f"127.0.0.1:{port}",
-            "--token",
-            token,
-        ],
-        cwd=tmp,
-        env={k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, served, 60.0)
-    except BaseException:
-        served.kill()
-        served.wait(timeout=15)
-        raise
+    token = secrets.token_urlsafe(16)
+    # A port found free is bound by the server a moment later, and another process may take it
+    # in between: the server then exits saying so, and only then is another port tried. Any
+    # other failure raises with what the server said (CI once saw it exit with code 2, unread).
+    for attempt in range(3):
+        port = free_port()
+        log = tmp / f"serve-{attempt}.log"  # a file, not a pipe: nobody reads it while it runs
+        with log.open("wb") as err:
+            served = subprocess.Popen(
+                [sys.executable, "-m", "toolnexus", "serve", "tools.yaml", "--http",
+                 f"127.0.0.1:{port}", "--token", token],
+                cwd=tmp,
+                env={k: v for k, v in os.environ.items() if not k.startswith("TOOLNEXUS_")},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )  # fmt: skip
+        try:
+            wait_for_port(port, served, 60.0)
+            break
+        except RuntimeError as exc:
+            served.kill()
+            served.wait(timeout=15)
+            said = log.read_text(errors="replace")
+            if attempt == 2 or "address already in use" not in said.lower():
+                raise RuntimeError(f"{exc} (exit {served.returncode}): {said[-2000:]}") from exc
+        except BaseException:
+            served.kill()
+            served.wait(timeout=15)
+            raise
     return {"url": f"http://127.0.0.1:{port}/mcp", "token": token, "_served": served}
 
 
