@@ -522,7 +522,6 @@ def _tighter_network(
 
 
 @functools.lru_cache(maxsize=256)
-@functools.cache
 def _names_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One regex for `env_allow`'s glob patterns (case-sensitive, as `fnmatchcase`): the
     environment is filtered on every sandboxed call, a pattern at a time cost it 100 µs."""
@@ -531,6 +530,7 @@ def _names_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in patterns))
 
 
+@functools.lru_cache(maxsize=256)
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
     """A regex for an absolute glob: `**` spans any number of folders, `*` and `?` stay within
     one name, and a match also covers everything beneath the matched path."""
