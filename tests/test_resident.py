@@ -312,3 +312,89 @@ def test_a_command_confined_in_advance_knows_when_its_folders_were_swapped(
     assert (folder / "new").exists()
     assert done.returncode != 0  # the stale process was refused the new folder
     assert not (folder / "made").exists()
+
+
+_LOOKUP = """
+import os, sys
+from toolnexus.runtime import launcher as lx
+how, search = sys.argv[1], sys.argv[2]
+try:
+    if how == "ours":
+        lx.execvpe(["tool"], {"PATH": search})
+    else:
+        os.execvpe("tool", ["tool"], {"PATH": search})
+except OSError as exc:
+    print(type(exc).__name__, os.fsdecode(exc.filename))
+"""
+
+
+def _lookup_tree(root: Path) -> dict[str, str]:
+    """Folders for PATH lookups: the same `tool` found missing, not executable, executable."""
+    (root / "noexec").mkdir()
+    (root / "noexec" / "tool").write_text("#!/bin/sh\necho noexec\n")
+    for name in ("good", "later"):
+        (root / name).mkdir()
+        (root / name / "tool").write_text(f"#!/bin/sh\necho {name}\n")
+        (root / name / "tool").chmod(0o755)
+    (root / "afile").write_text("")
+    return {name: str(root / name) for name in ("noexec", "good", "later", "afile", "missing")}
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["missing", "afile", "noexec", "good", "later"],
+        ["later", "good"],
+        ["noexec", "missing"],
+        ["missing", "afile"],
+        [""],
+    ],
+)
+def test_the_launchers_path_lookup_is_os_execvpe(tmp_path: Path, order: list[str]) -> None:
+    """`launcher.execvpe` (which spares each launch the import `os.execvpe` makes) finds the
+    same program, or fails with the same error, as `os.execvpe` on every kind of PATH entry:
+    missing, not a folder, not executable, empty (the current folder)."""
+    where = _lookup_tree(tmp_path)
+    search = os.pathsep.join(where.get(name, name) for name in order)
+    outcomes = [
+        subprocess.run(
+            [sys.executable, "-c", _LOOKUP, how, search],
+            capture_output=True, text=True, timeout=30, check=False, cwd=where["good"],
+        ).stdout  # fmt: skip
+        for how in ("ours", "os")
+    ]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0].strip()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["none", "bwrap", "landlock"])
+async def test_a_resident_launch_looks_the_command_up_on_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """Through a resident launcher, a command is looked up on the PATH it was given: folders
+    without it or where it is not executable are passed over; found nowhere it is exit 127,
+    found only unrunnable it is 126."""
+    if mechanism != "none":
+        only_mechanism(mechanism, monkeypatch)
+    where = _lookup_tree(tmp_path)
+    policy = None if mechanism == "none" else SandboxPolicy(network=False)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+    try:
+        got = []
+        for order in (["missing", "afile", "noexec", "good"], ["missing"], ["noexec"]):
+            search = os.pathsep.join([where[name] for name in order] + ["/usr/bin", "/bin"])
+            done = await run_process(
+                ["tool"], cwd=tmp_path, env={"PATH": search}, timeout=20, max_output=1000,
+                sandbox=policy,
+            )  # fmt: skip
+            assert done.launch == "resident"
+            got.append((done.exit_code, done.stdout.strip()))
+        assert got[0] == (0, "good")
+        assert got[1][0] == 127
+        assert got[2][0] == 126
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
+        detect.cache_clear()

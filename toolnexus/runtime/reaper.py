@@ -210,12 +210,12 @@ def _spawn(command: list[str], fresh: dict[str, object] | None = None) -> int:
 
 def _become(command: list[str], launcher: bool) -> int:
     """Run the launcher in this process, or exec the command (returns only on failure)."""
-    if launcher:
-        import launcher as sandbox_launcher  # only this child needs it
+    import launcher as sandbox_launcher  # loaded by a resident launcher already
 
+    if launcher:
         return sandbox_launcher.main(command[3:])
     try:
-        os.execvp(command[0], command)
+        sandbox_launcher.execvpe(command)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         os.write(2, f"bwrap: execvp {command[0]}: {exc.strerror or exc}\n".encode())
