@@ -263,6 +263,7 @@ def run(
     *,
     fresh: dict[str, object] | None = None,
     prepared: _Prepared | None = None,
+    env: dict[str, str] | None = None,
     on_started: Callable[[], object] | None = None,
 ) -> int:
     """Be the command's reaper (see the module's docstring); return this process's exit code.
@@ -270,7 +271,8 @@ def run(
     `parent` is the process whose death ends the command: the toolkit for a fresh reaper, the
     resident launcher for a forked one (which itself dies with the toolkit). `fresh`: in a
     resident bwrap, what the command's own namespaces hold (`freshns`). `prepared`: the
-    command's process, forked (and under bwrap set up) before the request came. `on_started`
+    command's process, forked (and under bwrap set up) before the request came, which gets
+    `env` (this process's environment when None). `on_started`
     runs once the command runs and `started` was reported (a resident launcher's fork answers
     the toolkit then: see `_spare`)."""
     os.set_inheritable(fd, False)
@@ -282,7 +284,7 @@ def run(
         return 125  # the toolkit died before the command started: start nothing
     try:
         if prepared is not None:
-            pid = prepared.start(command)
+            pid = prepared.start(command, dict(os.environ) if env is None else env)
         else:
             if fresh is not None:
                 import freshns
@@ -293,7 +295,7 @@ def run(
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(fd, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
         return code
-    if fresh is not None:
+    if fresh is not None and not (prepared is not None and prepared.dropped):
         try:
             import freshns
 
@@ -557,14 +559,17 @@ def _forked(
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         _report(status, f"error {code} cannot run {command[0]!r}: {exc.strerror or exc}")
         return code
-    _environ(request["env"])  # type: ignore[arg-type]
+    env: dict[str, str] = request["env"]  # type: ignore[assignment]
+    if prepared is None:
+        _environ(env)  # what `_spawn`, and the launcher it may run, read
     fresh = mode.get("fresh")
     if isinstance(fresh, dict):
         fresh = {**fresh, "cwd": request["cwd"]}
     grace = float(request["grace"])  # type: ignore[arg-type]
     return run(
-        status, parent, grace, command, fresh=fresh, prepared=prepared, on_started=on_started
-    )
+        status, parent, grace, command, fresh=fresh, prepared=prepared, env=env,
+        on_started=on_started,
+    )  # fmt: skip
 
 
 class _Prepared:
@@ -593,14 +598,29 @@ class _Prepared:
         theirs.close()
         self.pid = pid
         self.sock = ours
+        self.dropped = False
+        """Whether this process (the command's reaper) has dropped its capabilities."""
+        if mode.get("fresh"):
+            # Its namespaces made, the reaper needs no capability: dropped now, off the call's
+            # path (`run` drops them after the start otherwise, and fails closed there).
+            import freshns
 
-    def start(self, command: list[str]) -> int:
-        """Run `command` in the prepared process; its pid (OSError: it is gone)."""
+            try:
+                freshns.drop_capabilities()
+                self.dropped = True
+            except OSError:
+                pass
+
+    def start(self, command: list[str], env: dict[str, str]) -> int:
+        """Run `command` in the prepared process with `env`; its pid (OSError: it is gone).
+
+        The environment travels in the request: setting it in `os.environ` here and again
+        there would rewrite the C environment variable by variable twice per call."""
         import array
         import json
         import socket
 
-        fields = {"argv": command, "env": dict(os.environ), "cwd": os.getcwd()}
+        fields = {"argv": command, "env": env, "cwd": os.getcwd()}
         try:
             self.sock.sendmsg([json.dumps(fields).encode()], [
                 (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]).tobytes())
@@ -650,16 +670,17 @@ def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
     request = json.loads(data)
     command = [str(a) for a in request["argv"]]
     os.chdir(request["cwd"])
-    _environ(request["env"])
+    env: dict[str, str] = request["env"]
     launcher = command[:4] == [sys.executable, "-I", "-S", _SANDBOX_LAUNCHER]
     if confined is not None:
         # The command's own process waits, confined already, for exactly this configuration
         # (and the files its rules name are the same): the launcher's work is done.
         if launcher and command[4:6] == [config, "--"] and confined.current():
             unset = set(confined.config.get("unset", ()))
-            env = {name: value for name, value in os.environ.items() if name not in unset}
-            return confined.run(command[6:], env, request["cwd"])
+            kept = {name: value for name, value in env.items() if name not in unset}
+            return confined.run(command[6:], kept, request["cwd"])
         confined.discard()
+    _environ(env)  # what the launcher, or the command, reads
     if fresh and fresh["init"]:
         return _init(command, launcher)
     return _become(command, launcher)
