@@ -911,9 +911,20 @@ class Supervised:
         """Let the child go without a command (it exits when its socket closes)."""
         self._sock.close()
 
-    def run(self, command: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+    def run(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        cwd: str | None = None,
+        *,
+        tell: Callable[[int], object] | None = None,
+    ) -> int:
         """Run `command` in the confined child with this process's standard streams, `env`
-        and `cwd` (None: where the child is), supervise it; its exit status."""
+        and `cwd` (None: where the child is), supervise it; its exit status.
+
+        `tell` is given, once the command has ended, the status this process is about to end
+        with (as `os.waitstatus_to_exitcode` reads it), before it ends: a reaper waiting for
+        this process can answer without waiting for its exit (`reaper._Prepared.told`)."""
         import _socket
         import array
 
@@ -949,6 +960,9 @@ class Supervised:
         else:
             status = os.waitpid(self.child, 0)[1]
         code = os.waitstatus_to_exitcode(status)
+        if tell is not None:
+            # pid 1 of bwrap's namespace ignores its own signals: it returns 128 + N below.
+            tell(128 - code if code < 0 and os.getpid() == 1 else code)
         if code < 0:  # killed by a signal: die of the same one, as the command did
             if -code not in (signal.SIGKILL, signal.SIGSTOP):  # no handler to reset for those
                 signal.signal(-code, signal.SIG_DFL)
@@ -985,6 +999,7 @@ def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any
     # `reaper._rehearse`).
     json.loads(json.dumps({"argv": [], "env": dict(os.environ), "cwd": None}))
     data = take_request(sock, 65536)
+    sock.close()
     if not data:
         return 0  # discarded: no command comes
     if failure is not None:
@@ -998,8 +1013,8 @@ def _confined_child(config: dict[str, Any], number_w: int, ack_r: int, sock: Any
 
 def take_request(sock: Any, size: int) -> bytes:
     """Receive a request that comes with the command's three standard streams (as
-    SCM_RIGHTS), make them this process's 0, 1 and 2 and close `sock`; the request (empty:
-    none came, the sender is gone)."""
+    SCM_RIGHTS) and make them this process's 0, 1 and 2; the request (empty: none came, the
+    sender is gone)."""
     import _socket
     import array
 
@@ -1013,7 +1028,6 @@ def take_request(sock: Any, size: int) -> bytes:
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    sock.close()
     return data
 
 

@@ -46,6 +46,8 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _CONTROL = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 _STOP = frozenset(_CONTROL) - {signal.SIGCHLD}
+_WAITED = (*_CONTROL, signal.SIGIO)
+"""What the reaper waits for: SIGIO says a prepared process told the command's status."""
 # A process in uninterruptible sleep cannot die even of SIGKILL: past this many seconds of
 # killing, the reaper gives up on it (and says so) instead of hanging the call.
 GIVE_UP = 10.0
@@ -276,7 +278,7 @@ def run(
     runs once the command runs and `started` was reported (a resident launcher's fork answers
     the toolkit then: see `_spare`)."""
     os.set_inheritable(fd, False)
-    signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1)
@@ -313,8 +315,13 @@ def run(
     os.close(null)
     tree = _Tree(pid)
     ended_by = 0
+    told = False
     while tree.status is None:
-        got = signal.sigwaitinfo(_CONTROL)
+        got = signal.sigwaitinfo(_WAITED)
+        if got.si_signo == signal.SIGIO:
+            if prepared is not None and (code := prepared.told()) is not None:
+                tree.status, told = code, True
+            continue
         if got.si_signo == signal.SIGUSR1:
             ended_by = signal.SIGKILL
             break
@@ -324,10 +331,14 @@ def run(
         tree.reap()
     if ended_by == signal.SIGKILL:
         tree.kill()
+    elif told:
+        pass  # nothing of the command's is left; its prepared process is ending (see below)
     elif tree.reap():
         tree.stop(grace)  # the command exited and left processes running
     status = tree.status if tree.status is not None else -signal.SIGKILL
     _report(fd, f"exit {status} {len(tree.signalled)} {ended_by}")
+    if told:
+        os.waitpid(pid, 0)  # reaped here, not left to whoever adopts it
     return status if status >= 0 else 128 - status
 
 
@@ -353,6 +364,7 @@ well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
 
 def resident(argv: list[str]) -> int:
     import array  # noqa: F401 (loaded once here, for every spare)
+    import fcntl  # noqa: F401 (as array)
     import gc
     import json
     import socket
@@ -617,17 +629,42 @@ class _Prepared:
         The environment travels in the request: setting it in `os.environ` here and again
         there would rewrite the C environment variable by variable twice per call."""
         import array
+        import fcntl
         import json
         import socket
 
         fields = {"argv": command, "env": env, "cwd": os.getcwd()}
         try:
+            # SIGIO (blocked: `run` waits for it) when the prepared process tells the status.
+            fcntl.fcntl(self.sock.fileno(), fcntl.F_SETOWN, os.getpid())
+            fcntl.fcntl(self.sock.fileno(), fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
             self.sock.sendmsg([json.dumps(fields).encode()], [
                 (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]).tobytes())
             ])  # fmt: skip
-        finally:
+        except OSError:
             self.sock.close()
+            raise
         return self.pid
+
+    def told(self) -> int | None:
+        """The status the prepared process told, once the command has ended, when nothing
+        else of the command's tree is left (no child of this reaper but that process): the
+        call can then end without waiting for that process's own exit (its memory and, under
+        bwrap, namespaces torn down). None: nothing told, or processes are left, which are
+        stopped as usual once it has exited."""
+        try:
+            said = self.sock.recv(16)
+        except OSError:
+            return None  # nothing yet (a SIGIO for room to write, or a closed end)
+        me = os.getpid()
+        try:
+            with open(f"/proc/{me}/task/{me}/children", "rb") as listed:
+                children = listed.read().split()
+        except OSError:
+            return None
+        if not said or any(int(child) != self.pid for child in children):
+            return None
+        return int(said)
 
 
 def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
@@ -678,7 +715,20 @@ def _await_command(sock: Any, mode: dict[str, Any], sample: bytes) -> int:
         if launcher and command[4:6] == [config, "--"] and confined.current():
             unset = set(confined.config.get("unset", ()))
             kept = {name: value for name, value in env.items() if name not in unset}
-            return confined.run(command[6:], kept, request["cwd"])
+
+            def tell(code: int) -> None:
+                # Processes left in this pid namespace (it adopts them under bwrap) die
+                # with this process: then the reaper waits for its exit.
+                try:
+                    while os.waitpid(-1, os.WNOHANG)[0]:
+                        pass
+                except ChildProcessError:
+                    try:  # noqa: SIM105 (as above)
+                        sock.send(str(code).encode())
+                    except OSError:
+                        pass  # the reaper is gone: nobody waits
+
+            return confined.run(command[6:], kept, request["cwd"], tell=tell)
         confined.discard()
     _environ(env)  # what the launcher, or the command, reads
     if fresh and fresh["init"]:
