@@ -22,6 +22,7 @@ from toolnexus.runtime.resident import Launchers, current_launchers
 from toolnexus.runtime.sandbox import SandboxPolicy, detect
 
 from .conftest import only_mechanism
+from .test_process import _assert_gone
 
 _MANIFEST = """
 version: 1
@@ -398,3 +399,37 @@ async def test_a_resident_launch_looks_the_command_up_on_its_path(
         current_launchers.reset(token)
         launchers.close()
         detect.cache_clear()
+
+
+@pytest.mark.anyio
+async def test_a_command_confined_in_advance_ends_its_call_with_its_own_status(
+    tmp_path: Path, mechanism: str
+) -> None:
+    """A command whose process was confined in advance (read-only, network off: a supervisor
+    and no per-call folders) has its status told to its reaper before the supervisor exits:
+    the call reports the command's code, a death by signal as every launch reports it, and
+    a background child it left is still stopped (and, outside bwrap, counted and gone)."""
+    policy = SandboxPolicy(filesystem="read-only", network=False)
+    launchers = Launchers()
+    token = current_launchers.set(launchers)
+
+    async def run(script: str) -> tuple[int, str, int]:
+        done = await run_process(
+            ["sh", "-c", script], cwd=tmp_path, timeout=20, max_output=1000, sandbox=policy
+        )
+        assert (done.mechanism, done.launch) == (mechanism, "resident")
+        return done.exit_code, done.stdout, done.stopped
+
+    try:
+        for _ in range(3):  # the first call confines at the request; later ones in advance
+            assert await run("echo hi; exit 3") == (3, "hi\n", 0)
+        code, out, _ = await run("echo before; kill -KILL $$")
+        assert (code, out) == (128 + 9 if mechanism == "bwrap" else -9, "before\n")
+        code, out, stopped = await run("sleep 300 & echo $!")
+        assert code == 0
+        if mechanism == "landlock":  # under bwrap the pid means nothing out here
+            assert stopped == 1
+            await _assert_gone([int(out)])
+    finally:
+        current_launchers.reset(token)
+        launchers.close()
