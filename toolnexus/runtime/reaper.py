@@ -357,6 +357,8 @@ def run(
 # `pid N` with a pidfd of the fork (so the toolkit waits for a process that is not its child,
 # without a pid-reuse race: the fork answers before it can end), or `error MESSAGE`.
 
+SPARE_AFTER = 0.05
+"""Seconds a running command delays the making of the next spare at most (see `resident`)."""
 REQUEST_MAX = 150_000
 """Bytes of one request at most (a larger one, say a huge environment, runs the per-call way):
 well under the socket buffer, which bounds a SOCK_SEQPACKET message."""
@@ -403,9 +405,16 @@ def resident(argv: list[str]) -> int:
     sock.send(b"ready")  # the toolkit waits for this in a thread, not on its event loop
 
     # The fork that will serve the next request is made in advance (a spare): forking this
-    # interpreter costs most of a millisecond, which is then not on any call's path.
+    # interpreter costs most of a millisecond, which is then not on any call's path. Nor, as a
+    # rule, on the path of the command the last spare took: made at once, its fork and set-up
+    # (1 to 3 ms of CPU under a sandbox) would run beside that command's start, which on a
+    # small machine it delays by as much. So it is made once that command has ended (`e`), or
+    # a request waits for it, or SPARE_AFTER seconds have passed, whichever comes first; but at
+    # once when the last spare was taken within SPARE_AFTER of being made (calls in a loop:
+    # the next one would wait for the set-up).
     while True:
         taken_r, taken_w = os.pipe()
+        made = time.monotonic()
         pid = os.fork()
         if pid == 0:
             code = 126
@@ -426,10 +435,19 @@ def resident(argv: list[str]) -> int:
             if taken_r in ready:
                 said = os.read(taken_r, 1)
                 break
-        os.close(taken_r)
         if said == b"c":
             return 0  # the toolkit closed its end: the forks die with this process
-        # b"t": the spare took a request; b"": it died idle. Either way, make the next one.
+        # b"t": it took a request (b"": it died idle): make the next one when due.
+        if said == b"t" and time.monotonic() - made > SPARE_AFTER:
+            deadline = time.monotonic() + SPARE_AFTER
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([taken_r, wake_r, sock], [], [], left)
+                if wake_r in ready:
+                    os.read(wake_r, 4096)
+                    _reap_forks()
+                if taken_r in ready or sock in ready:
+                    break
+        os.close(taken_r)
 
 
 def _rehearse(sample: bytes) -> None:
@@ -506,7 +524,7 @@ def _spare(sock: Any, taken: int, *, parent: int, mode: dict[str, Any], sample: 
         for fd in fds:
             os.close(fd)
         sock.send(f"error {exc}".encode())
-        os.write(taken, b"t")
+        os.write(taken, b"te")
         return 0
 
     def answer() -> None:
@@ -524,7 +542,6 @@ def _spare(sock: Any, taken: int, *, parent: int, mode: dict[str, Any], sample: 
             os.close(pidfd)
             pidfd = -1
             os.write(taken, b"t")
-            os.close(taken)
             sock.close()
 
     try:
@@ -533,6 +550,10 @@ def _spare(sock: Any, taken: int, *, parent: int, mode: dict[str, Any], sample: 
         )
     finally:
         answer()  # it ended before the command started: the report says why
+        try:  # noqa: SIM105 (as above)
+            os.write(taken, b"e")  # the command has ended: the launcher makes the next spare
+        except OSError:
+            pass  # it made one already, and stopped listening
 
 
 def _reap_forks() -> None:
