@@ -1,6 +1,6 @@
-"""Sandboxed stdio MCP servers started by the toolkit's resident launcher (issue 21): under
-Landlock the server is forked by the launcher of its policy, under its reaper; under bwrap it is
-a process of its own (its pid namespace ends its tree). Either way the server stays confined,
+"""Sandboxed stdio MCP servers started by the toolkit's resident launcher (issue 21): the server
+is forked by the launcher of its policy, under its reaper (under bwrap, inside the resident bwrap
+of its binds, in namespaces of its own, as a shell command is). Either way the server stays confined,
 its whole process tree ends with its session and with the toolkit's process, its stderr and
 the sandbox's refusals are still explained, and `status` says how it was started.
 
@@ -34,8 +34,8 @@ from toolnexus.runtime.sandbox import SandboxPolicy
 from ..conftest import only_mechanism
 
 SPAWNER = Path(__file__).with_name("spawner_server.py")
-LAUNCH = {"landlock": "resident", "bwrap": "per-call"}
-"""How each mechanism starts a sandboxed server (bwrap's pid namespace is per process)."""
+LAUNCH = {"landlock": "resident", "bwrap": "resident"}
+"""How each mechanism starts a sandboxed server."""
 POLICY = SandboxPolicy(filesystem="workspace-write", network=False)
 SANDBOXED = {
     "command": sys.executable,
@@ -137,7 +137,7 @@ async def test_a_sandboxed_server_starts_as_its_mechanism_allows_and_stays_confi
                 line.append(parent(line[-1]))
             assert line[-1] == os.getpid()
             assert b"resident" in Path(f"/proc/{line[-2]}/cmdline").read_bytes()
-            assert launchers.running == 1
+        assert launchers.running == 1
         inside = await call(server, "write", path=str(tmp_path / "in.txt"), text="ok")
         assert inside.content == "written" and (tmp_path / "in.txt").read_text() == "ok"
         outside = SPAWNER.parent / f"escape-{uuid.uuid4().hex}.txt"

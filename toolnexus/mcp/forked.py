@@ -4,8 +4,10 @@ Per call, a Landlock-confined server costs a fresh `python -I -S launcher.py` be
 itself starts: an interpreter start-up and the compilation of the launcher, which runs by path
 without cached bytecode (issue 21). The toolkit's resident launcher for the server's policy has
 imported the reaper and the launcher once; it forks, the fork becomes the server's reaper and
-forks again into the launcher's code, which confines itself and execs the server. So the server
-also gets the reaper's guarantees, which a per-call start does not give it:
+forks again into the launcher's code, which confines itself and execs the server. Under bwrap
+the launcher lives in a resident bwrap of the policy's binds, and its fork gives the server the
+namespaces a bwrap per call would (`runtime.freshns`), without a bwrap or an interpreter started.
+So the server also gets the reaper's guarantees, which a per-call start does not give it:
 
 - its whole tree, `setsid` escapees included, is stopped when the server ends or is stopped;
 - it dies with the toolkit's process even when that is SIGKILLed (the reaper's parent-death
@@ -49,9 +51,10 @@ _REAPER_GIVE_UP = reaper.GIVE_UP + 5.0
 
 def resident_plan_for(wrapped: WrappedCommand, sandbox: SandboxPolicy) -> ResidentPlan | None:
     """The resident launcher a sandboxed server starts from (the one shell commands of the same
-    policy use), or None when it starts the per-call way: a server under bwrap (its own pid
-    namespace ends its tree) or one left unconfined (started directly, without a reaper)."""
-    if wrapped.mechanism != "landlock":
+    policy use: under bwrap, of the same binds), or None when it starts the per-call way: one
+    left unconfined (started directly, without a reaper), or a bwrap command without a
+    resident form."""
+    if wrapped.mechanism not in ("landlock", "bwrap"):
         return None
     from ..runtime.resident import resident_plan
 
@@ -201,8 +204,11 @@ async def fork_server(
     errlog: int,
     grace: float,
 ) -> ForkedServer | None:
-    """Fork `argv` (a Landlock-wrapped command) in the resident launcher `plan` names; None when no
-    resident launcher can run it (the caller starts it the per-call way).
+    """Fork `argv` (a sandbox-wrapped command) in the resident launcher `plan` names; None when
+    no resident launcher can run it (the caller starts it the per-call way). Under bwrap the
+    fork runs the plan's command inside the resident bwrap, in the plan's folder, with the
+    command's own namespaces (as a shell command's); `env` is then the complete environment
+    the wrapped command gets (a bwrap per call unsets the spawner's defaults it lacks).
 
     The pipes are connected to the loop before the fork, and the fork is asked for on the loop's
     own thread, without an await between it and the result, so the fork is always owned. Not
@@ -214,6 +220,8 @@ async def fork_server(
         errlog: the file descriptor the server's stderr goes to.
         grace: seconds the server's leftover processes get after it exits, before SIGKILL.
     """
+    if plan.wrapper:
+        argv, cwd = plan.argv, plan.cwd
     pipes = LaunchPipes(asyncio.get_running_loop())
     launched: Launched | None = None
     try:
@@ -222,7 +230,8 @@ async def fork_server(
         status, status_w = await pipes.reader(_CHUNK)  # the reaper's report
         launched = launchers.launch(
             plan.key, argv=argv, env=env, cwd=cwd, grace=grace,
-            stdin=in_r, stdout=out_w, stderr=errlog, status=status_w, mode=plan.mode,
+            stdin=in_r, stdout=out_w, stderr=errlog, status=status_w, wrapper=plan.wrapper,
+            mode=plan.mode,
         )  # fmt: skip
     finally:
         pipes.settle(launched=launched is not None)

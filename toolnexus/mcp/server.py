@@ -155,8 +155,8 @@ class McpServerStatus:
     """How a sandboxed stdio server is confined: `bwrap`, `landlock` or `none`."""
     launch: Literal["resident", "per-call"] | None = None
     """How a stdio server's process was last started: `resident`, forked by the toolkit's
-    resident launcher for its sandbox policy (Landlock), or `per-call`, a process of its own
-    (no sandbox, bwrap, or no resident launcher could run it); None before the first start
+    resident launcher for its sandbox policy (Landlock or bwrap), or `per-call`, a process of
+    its own (no sandbox, or no resident launcher could run it); None before the first start
     and for HTTP servers."""
     unconfined: bool = False
     """True when a sandbox was asked for (with `required: false`) and none could be applied."""

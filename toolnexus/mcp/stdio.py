@@ -115,7 +115,9 @@ async def started_process(
         process = await fork_server(
             *resident,
             argv,
-            env=full_env,
+            # The wrapped environment is complete: the spawner's defaults it lacks are what a
+            # per-call sandbox drops (the Landlock launcher's `unset`, bwrap's --unsetenv).
+            env=dict(env),
             cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
             errlog=errlog.fileno(),
             grace=_GRACE,
