@@ -360,8 +360,12 @@ def test_the_launchers_path_lookup_is_os_execvpe(tmp_path: Path, order: list[str
     outcomes = [
         subprocess.run(
             [sys.executable, "-c", _LOOKUP, how, search],
-            capture_output=True, text=True, timeout=30, check=False, cwd=where["good"],
-        ).stdout  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            cwd=where["good"],
+        ).stdout
         for how in ("ours", "os")
     ]
     assert outcomes[0] == outcomes[1]
