@@ -1,8 +1,9 @@
 """Sandboxed stdio MCP servers started by the toolkit's resident launcher (issue 21): the server
 is forked by the launcher of its policy, under its reaper (under bwrap, inside the resident
 bwrap of its binds, in namespaces of its own, as a shell command is). Either way the server
-stays confined, its whole process tree ends with its session and with the toolkit's process, its stderr and
-the sandbox's refusals are still explained, and `status` says how it was started.
+stays confined, its whole process tree ends with its session and with the toolkit's process,
+its stderr and the sandbox's refusals are still explained, and `status` says how it was
+started.
 
 Every test runs under bwrap and under Landlock (`TOOLNEXUS_SANDBOX_DISABLE=bwrap`), with real
 `MCPServer` processes."""
