@@ -274,9 +274,9 @@ def run(
     resident launcher for a forked one (which itself dies with the toolkit). `fresh`: in a
     resident bwrap, what the command's own namespaces hold (`freshns`). `prepared`: the
     command's process, forked (and under bwrap set up) before the request came, which gets
-    `env` (this process's environment when None). `on_started`
-    runs once the command runs and `started` was reported (a resident launcher's fork answers
-    the toolkit then: see `_spare`)."""
+    `env` (this process's environment when None). `on_started` runs once the command runs and
+    `started` was reported (a resident launcher's fork answers the toolkit then: see
+    `_spare`)."""
     os.set_inheritable(fd, False)
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would auto-reap
