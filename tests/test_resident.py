@@ -49,6 +49,19 @@ def _residents() -> list[int]:
     return sorted(found)
 
 
+def _wait_dead(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} still alive 10 s after SIGKILL")
+
+
 @pytest.fixture(params=["bwrap", "landlock"])
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     only_mechanism(request.param, monkeypatch)
@@ -83,6 +96,10 @@ def test_a_dead_launcher_is_started_again_by_the_call_that_finds_it(tmp_path: Pa
         tk.execute("plain", {})
         (first,) = set(_residents()) - set(before)
         os.kill(first, signal.SIGKILL)
+        # `kill` returns before the launcher has died: a call made in that moment reaches a
+        # live spare that dies with it mid-call (a dying launcher, not the dead one this is
+        # about), so wait until it is dead (a zombie, reaped by the call that finds it).
+        _wait_dead(first)
         result = tk.execute("plain", {})
         assert (result.content.strip(), result.is_error) == ("plain", False)
         assert result.metadata["launch"] == "resident"
