@@ -45,7 +45,7 @@ sentence-transformers' own save)."""
 
 @dataclass(frozen=True, kw_only=True)
 class _Layer:
-    qkv: Any  # (hidden, 3 * hidden), `x @ qkv` gives queries, keys and values side by side
+    qkv: Any  # (3 * hidden, hidden): queries, keys and values side by side (see `_dense`)
     qkv_bias: Any
     out: Any
     out_bias: Any
@@ -176,7 +176,7 @@ class BertModel:
             return t[name]
 
         def dense(prefix: str) -> tuple[Any, Any]:
-            w = np.ascontiguousarray(get(f"{prefix}.weight").T, dtype=np.float32)
+            w = np.ascontiguousarray(get(f"{prefix}.weight"), dtype=np.float32)  # (out, in)
             return w, np.asarray(get(f"{prefix}.bias"), dtype=np.float32)
 
         def norm(prefix: str) -> tuple[Any, Any]:
@@ -197,7 +197,7 @@ class BertModel:
             q, k, v = (dense(f"{p}.attention.self.{n}") for n in ("query", "key", "value"))
             self._layers.append(
                 _Layer(
-                    qkv=np.ascontiguousarray(np.concatenate([q[0], k[0], v[0]], axis=1)),
+                    qkv=np.ascontiguousarray(np.concatenate([q[0], k[0], v[0]], axis=0)),
                     qkv_bias=np.concatenate([q[1], k[1], v[1]]),
                     out=dense(f"{p}.attention.output.dense")[0],
                     out_bias=dense(f"{p}.attention.output.dense")[1],
@@ -247,16 +247,18 @@ class BertModel:
         bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
         scale = np.float32(1.0 / math.sqrt(size))
         for layer in self._layers:
-            qkv = x @ layer.qkv + layer.qkv_bias  # (n, length, 3 * hidden)
+            qkv = _dense(x, layer.qkv, layer.qkv_bias)  # (n, length, 3 * hidden)
             qkv = qkv.reshape(n, length, 3, heads, size).transpose(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]  # (n, heads, length, size)
             scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             scores /= scores.sum(axis=-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, self.hidden)
-            x = _layer_norm(np, context @ layer.out + layer.out_bias + x, *layer.ln1, self.eps)
-            h = _gelu(np, x @ layer.up + layer.up_bias)
-            x = _layer_norm(np, h @ layer.down + layer.down_bias + x, *layer.ln2, self.eps)
+            x = _layer_norm(
+                np, _dense(context, layer.out, layer.out_bias) + x, *layer.ln1, self.eps
+            )
+            h = _gelu(np, _dense(x, layer.up, layer.up_bias))
+            x = _layer_norm(np, _dense(h, layer.down, layer.down_bias) + x, *layer.ln2, self.eps)
         if self.pooling == "cls":
             pooled = x[:, 0]
         else:
@@ -265,6 +267,15 @@ class BertModel:
             )
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _dense(x: Any, weight: Any, bias: Any) -> Any:
+    """`x @ weight.T + bias` over the last axis, with the weight kept as the model stores it,
+    (out, in), and multiplied from the left. Why: a query is a few tokens, so its products are
+    bound by reading the weights; OpenBLAS reads a row-major weight on the left a third faster
+    than on the right (a 384x1536 layer for 10 tokens: 0.21 ms against 0.29 ms, one thread)."""
+    flat = x.reshape(-1, x.shape[-1])
+    return (weight @ flat.T).T.reshape(*x.shape[:-1], weight.shape[0]) + bias
 
 
 def _layer_norm(np: Any, x: Any, weight: Any, bias: Any, eps: float) -> Any:
