@@ -18,6 +18,7 @@ from toolnexus.search.semantic import (
     Embedder,
     EmbeddingCache,
     SemanticIndex,
+    detail_texts,
     fuse,
     tool_text,
     wordllama_embedder,
@@ -86,6 +87,32 @@ def test_a_second_build_reads_the_cache_and_a_changed_tool_re_embeds_only_itself
         SemanticIndex(tools=tools, embedder=other_model, cache=EmbeddingCache(path=path)).embedded
         == 3
     )
+
+
+def test_a_tool_is_found_by_its_own_later_sentence_and_never_by_shared_boilerplate() -> None:
+    boilerplate = "Tokens need the repo scope to use this endpoint."
+    fork = dataclasses.replace(
+        hello,
+        name="fork_repo",
+        description=f"Create a fork.\n\nBookmark the repository.  {boilerplate}",
+    )
+    others = [
+        dataclasses.replace(forecast, description=f"Get the weather.\n\n{boilerplate}"),
+        dataclasses.replace(star_repo, name="get_user", description=f"Get a user. {boilerplate}"),
+    ]
+    details = detail_texts([fork, *others])
+    # The boilerplate is in all three tools (SHARED): nobody's detail, never embedded.
+    assert details == [f"{tool_text(fork)} Bookmark the repository.", None, None]
+    embed = Recording()
+    index = SemanticIndex(
+        tools=[fork, *others], embedder=Embedder(embed=embed, model="toy"), cache=EmbeddingCache()
+    )
+    assert index.embedded == 4 and not any("Tokens" in text for text in embed.embedded)
+    (best, score), *_ = index.ranked("add it to my favourites")
+    assert best == 0 and score > 0.9  # through its detail vector ("Bookmark")
+    title_only = dataclasses.replace(fork, description="Create a fork.")
+    plain = SemanticIndex(tools=[title_only, *others], embedder=Embedder(embed=embed, model="toy"))
+    assert dict(plain.ranked("add it to my favourites"))[0] < 0.6  # its title alone is far
 
 
 def test_a_user_supplied_embedder_finds_what_words_alone_miss() -> None:
