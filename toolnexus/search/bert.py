@@ -287,20 +287,28 @@ def _layer_norm(np: Any, x: Any, weight: Any, bias: Any, eps: float) -> Any:
 
 def _gelu(np: Any, x: Any) -> Any:
     """BERT's exact GELU, `x * Phi(x)`, with erf by Abramowitz and Stegun 7.1.26 (absolute
-    error below 1.5e-7, under float32's resolution near 1; numpy has no erf)."""
+    error below 1.5e-7, under float32's resolution near 1; numpy has no erf). Computed in
+    place in three buffers: for a query's few tokens, allocating each step's result cost more
+    than the step (74 -> 51 us a layer for 10 tokens)."""
     z = x * np.float32(1 / math.sqrt(2))
     a = np.abs(z)
-    t = 1.0 / (1.0 + np.float32(0.3275911) * a)
-    poly = t * (
-        np.float32(0.254829592)
-        + t
-        * (
-            np.float32(-0.284496736)
-            + t * (np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * 1.061405429))
-        )
-    )
-    erf = 1.0 - poly * np.exp(-a * a)
-    return x * np.float32(0.5) * (1.0 + np.sign(z) * erf)
+    t = a * np.float32(0.3275911)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += np.float32(c)
+        poly *= t
+    a *= a
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a  # 1 - erf(|z|)
+    np.subtract(1.0, poly, out=poly)
+    np.copysign(poly, z, out=poly)  # erf(z)
+    poly += 1.0
+    poly *= x
+    poly *= np.float32(0.5)
+    return poly
 
 
 def _numpy(setting: str) -> Any:
