@@ -176,7 +176,9 @@ class BertModel:
             return t[name]
 
         def dense(prefix: str) -> tuple[Any, Any]:
-            w = np.ascontiguousarray(get(f"{prefix}.weight"), dtype=np.float32)  # (out, in)
+            # (out, in) as stored: a float32 file's weights stay memory-mapped (a copy only if
+            # the file leaves them unaligned, which BLAS would not take).
+            w = np.require(get(f"{prefix}.weight"), dtype=np.float32, requirements="CA")
             return w, np.asarray(get(f"{prefix}.bias"), dtype=np.float32)
 
         def norm(prefix: str) -> tuple[Any, Any]:
