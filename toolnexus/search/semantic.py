@@ -259,11 +259,12 @@ def detail_texts(tools: Sequence[Tool]) -> list[str | None]:
     with `details` off.
     """
     sentences = [_sentences(t.description) for t in tools]
-    shared = Counter(key for found in sentences for key in {_key(s) for s in found})
+    keys = [[s.lower() for s in found] for found in sentences]
+    shared = Counter(key for found in keys for key in set(found))
     out: list[str | None] = []
-    for t, found in zip(tools, sentences, strict=True):
-        first = _key(found[0]) if found else ""
-        detail = next((s for s in found[1:] if shared[_key(s)] < SHARED and _key(s) != first), None)
+    for t, found, key in zip(tools, sentences, keys, strict=True):
+        later = zip(found[1:], key[1:], strict=True)
+        detail = next((s for s, k in later if shared[k] < SHARED and k != key[0]), None)
         out.append(None if detail is None else f"{tool_text(t)} {short_description(detail, 300)}")
     return out
 
@@ -275,10 +276,6 @@ def _sentences(description: str) -> list[str]:
         if text := " ".join(paragraph.split()):
             out += _SENTENCE_END.split(text)
     return out
-
-
-def _key(sentence: str) -> str:
-    return sentence.lower()
 
 
 def default_cache_path() -> Path:
@@ -403,11 +400,12 @@ class SemanticIndex:
             self.embedder, [tool_text(t) for t in self.tools]
         )
         details = detail_texts(self.tools) if self.embedder.details else []
-        rows = [i for i, text in enumerate(details) if text is not None]
-        if rows:
-            vectors, embedded = self.cache.vectors(self.embedder, [details[i] or "" for i in rows])
+        found = [(i, text) for i, text in enumerate(details) if text is not None]
+        if found:
+            rows, texts = zip(*found, strict=True)
+            vectors, embedded = self.cache.vectors(self.embedder, texts)
             self._details = self._matrix.copy()
-            self._details[rows] = vectors
+            self._details[list(rows)] = vectors
             self.embedded += embedded
 
     def query_vector(self, query: str) -> Any:
